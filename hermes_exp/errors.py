@@ -1,0 +1,50 @@
+"""The one exception hierarchy of hermes-exp: every error a user can act on carries its fix."""
+
+from __future__ import annotations
+
+
+class HermesExpError(Exception):
+    """An error the user can act on. `hint` says how to fix it; the CLI prints both and exits non-zero."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message}\n  fix: {self.hint}" if self.hint else self.message
+
+
+class ConfigError(HermesExpError):
+    """A config key holds a bad value (names the key, the value and the valid choices)."""
+
+
+class DatasetError(HermesExpError):
+    """The dataset file is missing or has invalid lines (names file and line numbers)."""
+
+
+class MissingApiKeyError(ConfigError):
+    """The environment variable that should hold the API key is not set."""
+
+
+class LedgerError(HermesExpError):
+    """The run directory's ledger cannot be used (another experiment, locked, corrupt)."""
+
+
+class SandboxError(HermesExpError):
+    """A sandbox could not be opened or used (engine down, image missing, bubblewrap absent)."""
+
+
+class ToolError(Exception):
+    """A tool call failed in a way the model should see as the tool's error result."""
+
+
+class ProviderError(Exception):
+    """A model call failed. `transient` says whether retrying may help; `error_class` goes to the ledger."""
+
+    def __init__(self, message: str, *, transient: bool, error_class: str = "provider") -> None:
+        super().__init__(message)
+        self.transient = transient
+        self.error_class = error_class

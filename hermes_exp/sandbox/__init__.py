@@ -1,0 +1,1 @@
+"""Where tool commands run: one fresh sandbox per prompt (local, bwrap, docker)."""

@@ -1,0 +1,73 @@
+"""The Sandbox protocol every backend implements, and helpers they share."""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from hermes_exp.errors import ToolError
+
+TRUNCATION_MARKER = "\n[... output truncated: {dropped} characters dropped ...]\n"
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """What one command produced. `output` is stdout and stderr interleaved, already truncated."""
+
+    exit_code: int
+    output: str
+    timed_out: bool = False
+    truncated: bool = False
+
+
+class Sandbox(Protocol):
+    """One prompt's isolated environment. Closed exactly once, whatever happened.
+
+    `workdir` is the task directory as commands inside the sandbox see it.
+    exec() raises SandboxError when the sandbox itself is broken (not when the command fails).
+    read_file()/write_file() take paths relative to `workdir` (or absolute inside it) and raise
+    ToolError for paths that escape it, missing files, or directories.
+    """
+
+    workdir: str
+
+    def exec(self, command: str, timeout: float) -> ExecResult: ...
+
+    def read_file(self, path: str) -> bytes: ...
+
+    def write_file(self, path: str, data: bytes) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class SandboxFactory(Protocol):
+    """Built once per run from `cfg.sandbox` (via `_target_`); opens one sandbox per task.
+
+    open() raises SandboxError when no sandbox can be made for this task (e.g. its image is missing).
+    """
+
+    def open(self, task_key: str, row: dict[str, Any]) -> Sandbox: ...
+
+    def shutdown(self) -> None: ...
+
+
+def confine(workdir: str, path: str) -> str:
+    """Return `path` as a path relative to `workdir`, refusing any path that escapes it."""
+    if not isinstance(path, str) or not path.strip():
+        raise ToolError("path must be a non-empty string")
+    joined = posixpath.normpath(posixpath.join(workdir, path))
+    root = posixpath.normpath(workdir)
+    if joined != root and not joined.startswith(root.rstrip("/") + "/"):
+        raise ToolError(f"path {path!r} is outside the working directory {workdir}; use a path inside it")
+    return posixpath.relpath(joined, root)
+
+
+def truncate(text: str, limit: int) -> tuple[str, bool]:
+    """Keep the head and tail of `text` within `limit` characters, with a marker between them."""
+    if len(text) <= limit:
+        return text, False
+    head = limit * 2 // 3
+    tail = limit - head
+    dropped = len(text) - head - tail
+    return text[:head] + TRUNCATION_MARKER.format(dropped=dropped) + text[len(text) - tail :], True

@@ -1,0 +1,80 @@
+"""`sandbox=local`: a fresh temporary directory per prompt and a clean environment; no namespaces."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hermes_exp.errors import SandboxError, ToolError
+from hermes_exp.sandbox.base import ExecResult, confine
+from hermes_exp.sandbox.process import clean_env, run_group
+
+
+class LocalSandbox:
+    """Commands run as host processes in the task directory. Isolation is by directory and
+    environment only: see the contract suite's known failures for what this cannot prevent."""
+
+    def __init__(self, root: Path, *, output_limit: int, env: dict[str, str], keep: bool) -> None:
+        self.root = root
+        self.workdir = str(root)
+        self._output_limit = output_limit
+        self._env = clean_env(self.workdir, env)
+        self._keep = keep
+
+    def exec(self, command: str, timeout: float) -> ExecResult:
+        if not self.root.is_dir():
+            raise SandboxError(f"sandbox directory {self.root} is gone")
+        return run_group(["/bin/sh", "-c", command], cwd=self.workdir, env=self._env,
+                         timeout=timeout, output_limit=self._output_limit)
+
+    def host_path(self, path: str) -> Path:
+        """The host path of a sandbox path, refusing escapes (including through symlinks)."""
+        rel = confine(self.workdir, path)
+        target = (self.root / rel).resolve()
+        if target != self.root.resolve() and self.root.resolve() not in target.parents:
+            raise ToolError(f"path {path!r} resolves outside the working directory")
+        return target
+
+    def read_file(self, path: str) -> bytes:
+        target = self.host_path(path)
+        if not target.is_file():
+            raise ToolError(f"no such file: {path}")
+        return target.read_bytes()
+
+    def write_file(self, path: str, data: bytes) -> None:
+        target = self.host_path(path)
+        if target.is_dir():
+            raise ToolError(f"{path} is a directory")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+    def close(self) -> None:
+        if not self._keep:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+class LocalSandboxFactory:
+    """Opens LocalSandboxes under `root` (default: the system temp dir)."""
+
+    def __init__(self, root: str | None = None, output_limit: int = 20000, keep: bool = False,
+                 env: dict[str, str] | None = None, **_: Any) -> None:
+        self._root = root
+        self._output_limit = int(output_limit)
+        self._keep = bool(keep)
+        self._env = dict(env or {})
+
+    def open(self, task_key: str, row: dict[str, Any]) -> LocalSandbox:
+        if self._root:
+            os.makedirs(self._root, exist_ok=True)
+        prefix = "hx-" + task_key.split(":")[-1][:12] + "-"
+        try:
+            path = Path(tempfile.mkdtemp(prefix=prefix, dir=self._root))
+        except OSError as exc:
+            raise SandboxError(f"cannot create a sandbox directory under {self._root or tempfile.gettempdir()}: {exc}") from exc
+        return LocalSandbox(path, output_limit=self._output_limit, env=self._env, keep=self._keep)
+
+    def shutdown(self) -> None:
+        return None
