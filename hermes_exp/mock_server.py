@@ -1,0 +1,369 @@
+"""Deterministic offline OpenAI-compatible chat-completions server that really calls the tools it is offered.
+
+Run `python -m hermes_exp.mock_server --port 0`, or use `MockServer` as a context manager in tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import random
+import shlex
+import signal
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from hermes_exp.errors import ConfigError
+
+Action = tuple[str, dict[str, Any]]
+Reply = tuple[int, dict[str, Any], dict[str, str]]  # status, JSON payload, extra headers
+
+_SECRET_HEADERS = {"authorization", "api-key", "x-api-key", "proxy-authorization"}
+_CHAT_PATH = "/v1/chat/completions"
+_INTROS = {"terminal": "Let me run a command.", "write_file": "Let me write a file.",
+           "read_file": "Let me read a file.", "search_files": "Let me search the files.",
+           "patch": "Let me patch a file."}
+
+
+def _canon(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _digest(*parts: object) -> str:
+    return hashlib.blake2b("|".join(str(p) for p in parts).encode(), digest_size=16).hexdigest()
+
+
+def _draw(*parts: object) -> random.Random:
+    """A generator seeded only by `parts`, so the same conversation state decides the same way every run."""
+    return random.Random(int(_digest(*parts), 16))
+
+
+def _error(message: str, type_: str, code: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type_, "code": code}}
+
+
+def _text(content: Any) -> str:
+    """Message content as text: a string, or the text parts of a list of parts."""
+    if isinstance(content, list):
+        return "\n".join(_text(p.get("text") if isinstance(p, dict) else p) for p in content)
+    return content if isinstance(content, str) else "" if content is None else _canon(content)
+
+
+def _plan(prompt: str, tools: list[str]) -> tuple[list[Action], bool]:
+    """Actions requested by the prompt's directives (else the default plan) and whether LOOP follows them."""
+    actions: list[Action] = []
+    found = False
+    for line in prompt.splitlines():
+        line = line.strip()
+        head, _, rest = line.partition(":")
+        rest = rest.strip()
+        if line == "LOOP":
+            return actions, bool(tools)
+        if head == "RUN" and rest:
+            action: Action = ("terminal", {"command": rest})
+        elif head == "WRITE" and rest:
+            path, _, content = rest.partition(" ")
+            action = ("write_file", {"path": path, "content": content})
+        elif head == "READ" and rest:
+            action = ("read_file", {"path": rest})
+        else:
+            continue
+        found = True
+        if action[0] in tools:
+            actions.append(action)
+    return (actions if found else _default_plan(prompt, tools)), False
+
+
+def _default_plan(prompt: str, tools: list[str]) -> list[Action]:
+    snippet = " ".join(prompt.split())[:40]
+    candidates: list[Action] = [
+        ("terminal", {"command": f"echo {shlex.quote(snippet)} | wc -w"}),
+        ("write_file", {"path": "notes.md", "content": f"# Notes\n{prompt}\n"}),
+        ("read_file", {"path": "notes.md"}),
+        ("search_files", {"pattern": "Notes"}),
+    ]
+    return [a for a in candidates if a[0] in tools]
+
+
+def _next_action(prompt: str, tools: list[str], step: int, bad: bool) -> Action | None:
+    """The tool call for this step, or None when the plan is exhausted and the model should answer."""
+    plan, loops = _plan(prompt, tools)
+    if bad and step == 0 and (plan or loops):
+        return "nonexistent_tool", {"x": 1}
+    if step < len(plan):
+        return plan[step]
+    if not loops:
+        return None
+    if "terminal" in tools:
+        return "terminal", {"command": f"echo step {step}"}
+    fallback = _default_plan(prompt, tools[:1])  # any offered tool keeps the loop going
+    return fallback[0] if fallback else (tools[0], {})
+
+
+def _parse(body: dict[str, Any]) -> tuple[list[dict[str, Any]], str, list[str]]:
+    """Messages, user prompt and offered tool names, tolerating any odd shapes."""
+    raw_messages = body.get("messages")
+    messages = [m for m in raw_messages if isinstance(m, dict)] if isinstance(raw_messages, list) else []
+    prompt = next((_text(m.get("content")) for m in messages if m.get("role") == "user"), "")
+    raw_tools = body.get("tools") if isinstance(body.get("tools"), list) else []
+    functions = [t.get("function") for t in raw_tools if isinstance(t, dict)]
+    tools = [f["name"] for f in functions if isinstance(f, dict) and isinstance(f.get("name"), str)]
+    return messages, prompt, tools
+
+
+def _completion(body: dict[str, Any], seed: int, bad_tool_rate: float, no_reasoning_rate: float) -> dict[str, Any]:
+    messages, prompt, tools = _parse(body)
+    step = sum(1 for m in messages if m.get("role") == "assistant")
+    bad = _draw(seed, prompt, "bad").random() < bad_tool_rate
+    action = _next_action(prompt, tools, step, bad)
+    asked = f"The user asked {' '.join(prompt.split())[:80]!r}"
+    message: dict[str, Any] = {"role": "assistant"}
+    if action is None:
+        results = [_text(m.get("content")) for m in messages if m.get("role") == "tool"]
+        quoted = " ".join(f"[{i}] {json.dumps(r[:200], ensure_ascii=False)}" for i, r in enumerate(results, 1))
+        message["content"] = f"Done. I ran {len(results)} tools." + (f" Results: {quoted}" if quoted else "")
+        reasoning = f"{asked}; I have {len(results)} tool results, so I will now give the final answer."
+        finish, out_text = "stop", message["content"]
+    else:
+        name, args = action
+        arguments = json.dumps(args, ensure_ascii=False)
+        message["content"] = _INTROS.get(name, f"Let me call {name}.")
+        message["tool_calls"] = [{"id": f"call_{step}_0", "type": "function",
+                                  "function": {"name": name, "arguments": arguments}}]
+        reasoning = f"{asked}; this is step {step}, next I will call {name} because it is next in my plan."
+        finish, out_text = "tool_calls", message["content"] + arguments
+    if _draw(seed, prompt, "reasoning").random() < no_reasoning_rate:
+        reasoning = ""
+    else:
+        message["reasoning"] = message["reasoning_content"] = reasoning
+    prompt_tokens, reasoning_tokens = len(_canon(messages)) // 4, len(reasoning) // 4
+    completion_tokens = len(out_text) // 4 + 1 + reasoning_tokens
+    return {
+        "id": "chatcmpl-" + _digest(seed, _canon(body))[:24], "object": "chat.completion",
+        "created": int(time.time()), "model": str(body.get("model") or "mock"),
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": prompt_tokens + completion_tokens,
+                  "completion_tokens_details": {"reasoning_tokens": reasoning_tokens}},
+    }
+
+
+class _Server(ThreadingHTTPServer):
+    """Threaded HTTP server that tracks open connections so `stop` can also end idle keep-alive ones."""
+
+    daemon_threads = True
+    request_queue_size = 256  # the default backlog of 5 refuses bursts of concurrent clients
+
+    def __init__(self, address: tuple[str, int], mock: MockServer) -> None:
+        super().__init__(address, _Handler)
+        self.mock = mock
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._connections_lock:
+            self._connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._connections_lock:
+            self._connections.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        with self._connections_lock:
+            connections = list(self._connections)
+        for conn in connections:
+            with contextlib.suppress(OSError):  # the client may have closed it already
+                conn.shutdown(socket.SHUT_RDWR)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Stay quiet when a client drops its connection; chat-handling bugs already answer 500."""
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive: the openai client pools connections
+    disable_nagle_algorithm = True  # headers and body are separate writes; Nagle would add ~40 ms each
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Stay quiet: access lines would flood test and experiment output."""
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path == "/v1/models":
+            model = {"id": "mock", "object": "model", "created": 0, "owned_by": "hermes_exp"}
+            self._send((200, {"object": "list", "data": [model]}, {}))
+        elif path == "/health":
+            self._send((200, {"status": "ok"}, {}))
+        else:
+            self._send(_not_found(self.command, path))
+
+    def do_POST(self) -> None:
+        try:
+            raw = self.rfile.read(max(0, int(self.headers.get("Content-Length") or 0)))
+        except ValueError:
+            self.close_connection = True  # unknown body length: the stream can no longer be trusted
+            return self._send(_bad_request("invalid Content-Length header", "bad_length"))
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path != _CHAT_PATH:
+            return self._send(_not_found(self.command, path))
+        try:
+            reply = self.server.mock._handle_chat(raw, {k.lower(): v for k, v in self.headers.items()})
+        except Exception as exc:  # a mock bug must answer 500, not kill the connection
+            reply = 500, _error(f"mock server bug: {exc!r}", "server_error", "mock_bug"), {}
+        self._send(reply)
+
+    def _send(self, reply: Reply) -> None:
+        status, payload, headers = reply
+        data = json.dumps(payload, ensure_ascii=False).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def _bad_request(message: str, code: str) -> Reply:
+    return 400, _error(message, "invalid_request_error", code), {}
+
+
+def _not_found(method: str, path: str) -> Reply:
+    message = f"no route for {method} {path}; use POST {_CHAT_PATH}, GET /v1/models or GET /health"
+    return 404, _error(message, "invalid_request_error", "not_found"), {}
+
+
+class MockServer:
+    """Serves deterministic chat completions on a background thread; usable as a context manager."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, latency_ms: float = 0.0, fail_rate: float = 0.0,
+                 bad_tool_rate: float = 0.0, no_reasoning_rate: float = 0.0, seed: int = 0,
+                 record_path: str | None = None) -> None:
+        for name, rate in (("fail_rate", fail_rate), ("bad_tool_rate", bad_tool_rate),
+                           ("no_reasoning_rate", no_reasoning_rate)):
+            if not 0.0 <= rate <= 1.0:
+                raise ConfigError(f"{name}={rate} is not a probability", "use a value between 0 and 1")
+        self.host, self.port, self.latency_ms, self.seed = host, port, latency_ms, seed
+        self.fail_rate, self.bad_tool_rate, self.no_reasoning_rate = fail_rate, bad_tool_rate, no_reasoning_rate
+        self.record_path = record_path
+        self.base_url = ""
+        self.request_count = 0
+        self._attempts: dict[str, int] = {}  # body hash -> times seen, so failures clear on retry
+        self._lock = threading.Lock()
+        self._record_lock = threading.Lock()
+        self._httpd: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> str:
+        if self._httpd is None:
+            self._httpd = _Server((self.host, self.port), self)
+            port = self._httpd.server_address[1]
+            url_host = "127.0.0.1" if self.host in ("", "0.0.0.0") else self.host
+            self.base_url = f"http://{url_host}:{port}/v1"
+            self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                            name="mock-server", daemon=True)
+            self._thread.start()
+        return self.base_url
+
+    def stop(self) -> None:
+        httpd, self._httpd = self._httpd, None
+        if httpd is None:
+            return
+        httpd.shutdown()
+        httpd.close_connections()
+        httpd.server_close()  # joins the handler threads, which the closed connections let finish
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> MockServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _handle_chat(self, raw: bytes, headers: dict[str, str]) -> Reply:
+        with self._lock:
+            self.request_count += 1
+        if self.latency_ms > 0:
+            time.sleep(self.latency_ms / 1000)
+        body, reply = self._answer(raw)
+        self._record(reply[0], body, headers)
+        return reply
+
+    def _answer(self, raw: bytes) -> tuple[Any, Reply]:
+        try:
+            body = json.loads(raw)
+        except ValueError:  # includes undecodable bytes
+            return raw.decode("utf-8", "replace"), _bad_request("request body is not valid JSON", "invalid_json")
+        if not isinstance(body, dict):
+            return body, _bad_request("request body must be a JSON object", "invalid_body")
+        if body.get("stream"):
+            return body, _bad_request("stream=true is not supported by the mock server; send stream=false",
+                                      "stream_unsupported")
+        failure = self._failure(body)
+        if failure is not None:
+            return body, failure
+        return body, (200, _completion(body, self.seed, self.bad_tool_rate, self.no_reasoning_rate), {})
+
+    def _failure(self, body: dict[str, Any]) -> Reply | None:
+        """An injected 429/500, drawn per (body, attempt) so that retrying the same request can succeed."""
+        if self.fail_rate <= 0:
+            return None
+        key = _digest(_canon(body))
+        with self._lock:
+            attempt = self._attempts.get(key, 0)
+            self._attempts[key] = attempt + 1
+        draw = _draw(self.seed, key, attempt, "fail")
+        if draw.random() >= self.fail_rate:
+            return None
+        if draw.random() < 0.5:
+            error = _error("injected rate limit; retry the request", "rate_limit_exceeded", "rate_limit_exceeded")
+            return 429, error, {"Retry-After": "0", "retry-after-ms": "50"}  # openai skips a 0 s retry-after
+        return 500, _error("injected server error; retry the request", "server_error", "server_error"), {}
+
+    def _record(self, status: int, body: Any, headers: dict[str, str]) -> None:
+        if not self.record_path:
+            return
+        kept = {k: v for k, v in headers.items() if k not in _SECRET_HEADERS}
+        line = json.dumps({"t": time.time(), "status": status, "body": body, "headers": kept},
+                          ensure_ascii=False, default=str)
+        with self._record_lock, open(self.record_path, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+            f.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hermes_exp.mock_server", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--latency-ms", type=float, default=0.0)
+    for flag in ("--fail-rate", "--bad-tool-rate", "--no-reasoning-rate"):
+        parser.add_argument(flag, type=float, default=0.0, help="probability between 0 and 1")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--record", default=None, help="append one JSON line per chat request to this file")
+    args = parser.parse_args(argv)
+    try:
+        server = MockServer(args.host, args.port, args.latency_ms, args.fail_rate, args.bad_tool_rate,
+                            args.no_reasoning_rate, args.seed, args.record)
+    except ConfigError as exc:
+        parser.error(str(exc))
+    stopping = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stopping.set())
+    with server:
+        print(server.base_url, flush=True)
+        while not stopping.wait(0.5):
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
