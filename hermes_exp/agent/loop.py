@@ -1,0 +1,85 @@
+"""The turn loop: model and tools take turns until a final answer or `max_turns` model calls."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from hermes_exp.agent.model import ModelClient
+from hermes_exp.sandbox.base import Sandbox
+from hermes_exp.tools.registry import call_tool, is_failure
+
+# Stop a conversation whose model keeps calling tools that do not exist or with broken arguments.
+MAX_CONSECUTIVE_INVALID = 3
+
+
+@dataclass
+class Outcome:
+    """What one conversation produced: the saved messages (without ephemeral parts) and facts."""
+
+    messages: list[dict[str, Any]]
+    api_calls: int = 0
+    completed: bool = False
+    partial: bool = False
+    stop_reason: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    usage: list[dict[str, Any]] = field(default_factory=list)
+
+
+def to_wire(message: dict[str, Any]) -> dict[str, Any]:
+    """An assistant message as sent back: `content` is "" rather than null (some servers reject null)."""
+    wire = {"role": "assistant", "content": message.get("content") or ""}
+    if message.get("tool_calls"):
+        wire["tool_calls"] = message["tool_calls"]
+    return wire
+
+
+def run_agent(client: ModelClient, sandbox: Sandbox, prompt: str, tools: list[dict[str, Any]],
+              settings: dict[str, Any], prefix: list[dict[str, Any]]) -> Outcome:
+    """`prefix` (system prompt with its ephemeral part, prefill) is sent but never saved."""
+    system = settings.get("system_prompt")
+    saved = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
+    wire = prefix + [{"role": "user", "content": prompt}]
+    out = Outcome(messages=saved)
+    offered = [t["function"]["name"] for t in tools]
+    invalid_streak = 0
+    for _ in range(int(settings["max_turns"])):
+        started = time.time()
+        reply = client.complete(wire, tools)
+        out.api_calls += 1
+        out.usage.append({**reply.usage, "served_by": reply.served_by, "attempts": reply.attempts,
+                          "seconds": round(time.time() - started, 3)})
+        saved.append({**reply.message, "role": "assistant"})
+        wire.append(to_wire(reply.message))
+        if reply.finish_reason == "length":
+            out.partial, out.stop_reason = True, "truncated output (finish_reason=length)"
+            return out
+        calls = reply.message.get("tool_calls") or []
+        if not calls:
+            out.completed, out.stop_reason = True, "final answer"
+            return out
+        invalid_streak = _run_calls(sandbox, calls, offered, settings, out, wire, invalid_streak)
+        if invalid_streak >= MAX_CONSECUTIVE_INVALID:
+            out.partial, out.stop_reason = True, f"{invalid_streak} invalid tool calls in a row"
+            return out
+    out.stop_reason = f"max_turns ({settings['max_turns']}) reached without a final answer"
+    return out
+
+
+def _run_calls(sandbox: Sandbox, calls: list[dict[str, Any]], offered: list[str], settings: dict[str, Any],
+               out: Outcome, wire: list[dict[str, Any]], invalid_streak: int) -> int:
+    limits = settings.get("tools") or {}
+    for call in calls:
+        fn = call.get("function") or {}
+        name = fn.get("name") or ""
+        started = time.time()
+        content, valid = call_tool(sandbox, name, fn.get("arguments"), offered, limits)
+        failed = is_failure(content)
+        invalid_streak = 0 if valid else invalid_streak + 1
+        out.tool_calls.append({"name": name, "failed": failed, "offered": name in offered,
+                               "seconds": round(time.time() - started, 3)})
+        message = {"role": "tool", "tool_call_id": call.get("id", ""), "name": name, "content": content}
+        out.messages.append(message)
+        wire.append({k: v for k, v in message.items() if k != "name"})
+    return invalid_streak

@@ -1,0 +1,71 @@
+"""The `hermes-exp` command: a Hydra app. Nothing but argument handling and error reporting."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from hermes_exp.errors import HermesExpError
+
+log = logging.getLogger("hermes_exp")
+_status: list[int] = []
+
+
+def config_dir() -> Path:
+    """The shipped configs: inside the package in a wheel, beside it in a source checkout."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "conf", here.parent / "conf"):
+        if (candidate / "config.yaml").is_file():
+            return candidate
+    raise RuntimeError(f"hermes-exp's configs are missing (looked in {here / 'conf'} and {here.parent / 'conf'})")
+
+
+def register_resolvers() -> None:
+    demo = Path(__file__).resolve().parent / "data" / "demo_prompts.jsonl"
+    if not OmegaConf.has_resolver("hx_demo_dataset"):
+        OmegaConf.register_new_resolver("hx_demo_dataset", lambda: str(demo))
+
+
+def _snapshot(cfg: DictConfig) -> None:
+    """Make `<run_dir>/.hydra/config.yaml` reproduce the run on its own: Hydra saves the config
+    without its `hydra:` block, so add back the run/sweep directory rules from ours."""
+    from hydra.core.hydra_config import HydraConfig
+
+    out = Path(HydraConfig.get().runtime.output_dir) / ".hydra" / "config.yaml"
+    if not out.is_file():
+        return
+    ours = OmegaConf.load(config_dir() / "config.yaml")
+    saved = OmegaConf.load(out)
+    saved.hydra = ours.hydra
+    out.write_text(OmegaConf.to_yaml(saved), encoding="utf-8")
+
+
+def _job(cfg: DictConfig) -> None:
+    from hermes_exp.run import run
+    from hermes_exp.settings import to_plain
+
+    try:
+        _snapshot(cfg)
+        _status.append(run(to_plain(cfg)))
+    except HermesExpError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        _status.append(exc.exit_code)
+
+
+def main() -> None:
+    if any(a in ("--list-distributions", "--list_distributions", "--list-toolsets") for a in sys.argv[1:]):
+        from hermes_exp.listing import print_listing
+
+        print_listing(config_dir())
+        return
+    register_resolvers()
+    hydra.main(version_base=None, config_path=str(config_dir()), config_name="config")(_job)()
+    sys.exit(max(_status, default=0))
+
+
+if __name__ == "__main__":
+    main()

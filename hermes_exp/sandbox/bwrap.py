@@ -1,0 +1,236 @@
+"""`sandbox=bwrap`: each prompt's commands run under bubblewrap, with a read-only system, no network,
+a private uid 1000, a per-task directory bound at /task, and rlimit/cgroup limits."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hermes_exp.errors import SandboxError
+from hermes_exp.sandbox.base import ExecResult, confine
+from hermes_exp.sandbox.local import LocalSandbox
+from hermes_exp.sandbox.process import clean_env, run_group
+
+log = logging.getLogger(__name__)
+
+WORKDIR = "/task"
+SANDBOX_UID = 1000
+PIDS_CGROUP_ROOT = Path("/sys/fs/cgroup/pids")
+INSTALL_HINT = "apt-get install -y bubblewrap, or choose sandbox=local (no isolation)"
+
+# Only what dynamically linked tools need to start and find their alternatives (awk -> mawk, ...);
+# nothing secret: /etc/shadow and friends stay invisible.
+ETC_ENTRIES = ("alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime",
+               "passwd", "group", "nsswitch.conf")
+
+_warned_no_cgroup = False
+_warn_lock = threading.Lock()
+
+
+def find_bwrap() -> str:
+    """The bwrap executable, or SandboxError with the install hint."""
+    path = shutil.which("bwrap")
+    if not path:
+        raise SandboxError("bubblewrap is not installed (no `bwrap` on PATH)", INSTALL_HINT)
+    return path
+
+
+def bwrap_args(bwrap: str, task_dir: str, env: dict[str, str]) -> list[str]:
+    """The bwrap command line, up to (not including) the command to run."""
+    args = [bwrap, "--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "lib", "lib32", "lib64", "libx32", "sbin"):
+        top = Path("/") / name
+        if top.is_symlink():  # merged-/usr Debian: /bin -> usr/bin
+            args += ["--symlink", os.readlink(top), str(top)]
+        elif top.is_dir():
+            args += ["--ro-bind", str(top), str(top)]
+    for entry in ETC_ENTRIES:
+        if os.path.lexists(f"/etc/{entry}"):
+            args += ["--ro-bind", f"/etc/{entry}", f"/etc/{entry}"]
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind", task_dir, WORKDIR,
+             "--chdir", WORKDIR, "--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID),
+             "--gid", str(SANDBOX_UID), "--die-with-parent", "--new-session", "--clearenv"]
+    for key, value in env.items():
+        args += ["--setenv", key, value]
+    return args
+
+
+def probe(bwrap: str, timeout: float = 10.0) -> str | None:
+    """Run `true` under the full recipe once; None if it works, else what went wrong."""
+    with tempfile.TemporaryDirectory(prefix="hx-bwrap-probe-") as tmp:
+        argv = bwrap_args(bwrap, tmp, clean_env(WORKDIR)) + ["/bin/true"]
+        try:
+            proc = subprocess.run(argv, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return str(exc)
+    if proc.returncode != 0:
+        return (proc.stderr or proc.stdout).decode("utf-8", "replace").strip() or f"exit {proc.returncode}"
+    return None
+
+
+def make_pids_cgroup(name: str, limit: int) -> Path | None:
+    """A cgroup v1 `pids` group capping processes (RLIMIT_NPROC does not bind root), or None with a
+    one-time warning when the hierarchy is missing or read-only."""
+    global _warned_no_cgroup
+    group = PIDS_CGROUP_ROOT / "hermes-exp" / name
+    try:
+        group.mkdir(parents=True)
+        (group / "pids.max").write_text(str(limit))
+        return group
+    except OSError as exc:
+        with _warn_lock:
+            if not _warned_no_cgroup:
+                _warned_no_cgroup = True
+                log.warning("bwrap sandbox: no writable cgroup v1 pids hierarchy at %s (%s); "
+                            "the process-count limit is not enforced", PIDS_CGROUP_ROOT, exc)
+        return None
+
+
+def remove_cgroup(group: Path) -> None:
+    """Kill whatever is left in the group, then remove it (rmdir fails while members still exit)."""
+    for _ in range(50):
+        try:
+            pids = (group / "cgroup.procs").read_text().split()
+        except OSError:
+            return
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, PermissionError, ValueError):
+                pass
+        try:
+            group.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.02)
+    log.warning("bwrap sandbox: could not remove cgroup %s", group)
+
+
+def limiter(memory_mb: int, cpu_seconds: int, cgroup: Path | None) -> Callable[[], None]:
+    """The preexec hook: runs in the forked child before exec, so the limits bind bwrap and all of
+    its descendants. Plain syscalls only (it runs between fork and exec)."""
+    procs = str(cgroup / "cgroup.procs") if cgroup else None
+
+    def apply() -> None:
+        if memory_mb > 0:
+            size = memory_mb * 1024 * 1024
+            resource.setrlimit(resource.RLIMIT_AS, (size, size))
+        if cpu_seconds > 0:
+            resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))
+        if procs:
+            try:
+                fd = os.open(procs, os.O_WRONLY)
+                try:
+                    os.write(fd, str(os.getpid()).encode())
+                finally:
+                    os.close(fd)
+            except OSError:
+                pass  # the group vanished: run without the pids cap rather than not at all
+
+    return apply
+
+
+class BwrapSandbox:
+    """Commands see only /usr (read-only), a private /tmp, and the task directory at /task.
+    Files are read and written on the host side of the bind mount, confined like LocalSandbox."""
+
+    workdir = WORKDIR
+
+    def __init__(self, root: Path, *, argv: list[str], output_limit: int, env: dict[str, str],
+                 keep: bool, preexec: Callable[[], None], cgroup: Path | None) -> None:
+        self.root = root
+        self._argv = argv
+        self._output_limit = output_limit
+        self._env = clean_env(WORKDIR, env)
+        self._preexec = preexec
+        self._cgroup = cgroup
+        self._host = LocalSandbox(root, output_limit=output_limit, env=env, keep=keep)
+        self._closed = False
+
+    def exec(self, command: str, timeout: float) -> ExecResult:
+        if self._closed or not self.root.is_dir():
+            raise SandboxError(f"bwrap sandbox directory {self.root} is gone")
+        # Killing bwrap's process group on timeout is enough: --die-with-parent takes down the
+        # sandbox's pid 1, and with it every process of its pid namespace.
+        return run_group(self._argv + ["/bin/sh", "-c", command], cwd=str(self.root), env=self._env,
+                         timeout=timeout, output_limit=self._output_limit, preexec=self._preexec)
+
+    def read_file(self, path: str) -> bytes:
+        return self._host.read_file(confine(WORKDIR, path))
+
+    def write_file(self, path: str, data: bytes) -> None:
+        self._host.write_file(confine(WORKDIR, path), data)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._cgroup:
+            remove_cgroup(self._cgroup)
+        self._host.close()
+
+
+class BwrapSandboxFactory:
+    """Opens BwrapSandboxes; checks once (lazily, or in preflight) that bubblewrap works here."""
+
+    def __init__(self, root: str | None = None, output_limit: int = 20000, keep: bool = False,
+                 env: dict[str, str] | None = None, memory_mb: int = 4096, cpu_seconds: int = 600,
+                 pids_limit: int = 512, run_id: str = "run", **_: Any) -> None:
+        self._root = root
+        self._output_limit = int(output_limit)
+        self._keep = bool(keep)
+        self._env = {str(k): str(v) for k, v in (env or {}).items()}
+        self._memory_mb = int(memory_mb)
+        self._cpu_seconds = int(cpu_seconds)
+        self._pids_limit = int(pids_limit)
+        self._run_id = re.sub(r"[^A-Za-z0-9_.-]", "_", str(run_id))[:40]
+        self._bwrap: str | None = None
+        self._lock = threading.Lock()
+
+    def preflight(self, rows_images: set[str] | None = None) -> None:
+        """Fail once, up front, if bubblewrap is missing or cannot create its namespaces here."""
+        self._checked_bwrap()
+
+    def _checked_bwrap(self) -> str:
+        with self._lock:
+            if self._bwrap is None:
+                bwrap = find_bwrap()
+                problem = probe(bwrap)
+                if problem:
+                    raise SandboxError(f"bubblewrap cannot create a sandbox here: {problem}",
+                                       "run as root or enable unprivileged user namespaces "
+                                       "(sysctl kernel.unprivileged_userns_clone=1), or choose sandbox=local")
+                self._bwrap = bwrap
+            return self._bwrap
+
+    def open(self, task_key: str, row: dict[str, Any]) -> BwrapSandbox:
+        bwrap = self._checked_bwrap()
+        if self._root:
+            os.makedirs(self._root, exist_ok=True)
+        prefix = "hx-bw-" + task_key.split(":")[-1][:12] + "-"
+        try:
+            root = Path(tempfile.mkdtemp(prefix=prefix, dir=self._root))
+        except OSError as exc:
+            raise SandboxError(f"cannot create a sandbox directory under {self._root or tempfile.gettempdir()}: {exc}") from exc
+        # No chown needed: bwrap maps uid 1000 inside to the caller's uid, which owns `root`.
+        cgroup = make_pids_cgroup(f"{self._run_id}-{root.name}", self._pids_limit) if self._pids_limit > 0 else None
+        env = clean_env(WORKDIR, self._env)
+        return BwrapSandbox(root, argv=bwrap_args(bwrap, str(root), env), output_limit=self._output_limit,
+                            env=self._env, keep=self._keep, cgroup=cgroup,
+                            preexec=limiter(self._memory_mb, self._cpu_seconds, cgroup))
+
+    def shutdown(self) -> None:
+        return None

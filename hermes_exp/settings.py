@@ -1,0 +1,110 @@
+"""The resolved run config as plain data, its validation, and its identity hash."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from hermes_exp.dataset import canonical_json
+from hermes_exp.distribution import validate
+from hermes_exp.errors import ConfigError, MissingApiKeyError
+
+FORMAT_VERSION = 1
+# Config that changes what a run produces. Everything else (workers, batch size, paths, retry
+# counts, progress, key names, endpoints) may change between invocations of one run.
+IDENTITY_KEYS = ["model", "provider", "distribution", "sandbox", "max_turns", "system_prompt",
+                 "ephemeral_system_prompt", "prefill_messages", "seed", "tools"]
+NOT_IDENTITY = {
+    "model": ["api_key_env", "timeout", "retry", "mock_server.latency_ms", "mock_server.fail_rate"],
+    "provider": ["api_key_env", "base_url", "headers"],
+    "sandbox": ["_target_", "root", "keep", "max_sandboxes", "pull_timeout", "output_limit"],
+    "distribution": ["description"],
+}
+
+
+def to_plain(cfg: DictConfig) -> dict[str, Any]:
+    """Resolve interpolations into a plain dict (no Hydra node survives into workers)."""
+    plain = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    plain.pop("hydra", None)
+    return plain
+
+
+def _drop(tree: dict[str, Any], dotted: str) -> None:
+    *parents, leaf = dotted.split(".")
+    for part in parents:
+        tree = tree.get(part)
+        if not isinstance(tree, dict):
+            return
+    tree.pop(leaf, None)
+
+
+def identity_config(settings: dict[str, Any]) -> dict[str, Any]:
+    """The part of the settings that decides results (with the prefill file's content, not path)."""
+    ident = {key: copy.deepcopy(settings.get(key)) for key in IDENTITY_KEYS}
+    for group, keys in NOT_IDENTITY.items():
+        for dotted in keys:
+            if isinstance(ident.get(group), dict):
+                _drop(ident[group], dotted)
+    ident["prefill_messages"] = load_prefill(settings.get("prefill_messages"))
+    ident["format_version"] = FORMAT_VERSION
+    return ident
+
+
+def identity_hash(settings: dict[str, Any]) -> str:
+    digest = hashlib.blake2b(canonical_json(identity_config(settings)).encode(), digest_size=12)
+    return f"id1:{digest.hexdigest()}"
+
+
+def load_prefill(path: str | None) -> list[dict[str, Any]]:
+    """Messages prepended at call time (a JSON list or JSONL of {role, content}); never saved."""
+    if not path:
+        return []
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise ConfigError(f"prefill_messages: file not found: {p}", "set prefill_messages to a JSON file or null")
+    text = p.read_text(encoding="utf-8")
+    try:
+        data = json.loads(text) if text.lstrip().startswith("[") else [json.loads(x) for x in text.splitlines() if x.strip()]
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"prefill_messages: {p} is not JSON ({exc.msg}, line {exc.lineno})",
+                          "write a JSON list of {\"role\": ..., \"content\": ...} objects") from exc
+    if not all(isinstance(m, dict) and m.get("role") in {"system", "user", "assistant"} for m in data):
+        raise ConfigError(f"prefill_messages: {p} must hold messages with role system, user or assistant",
+                          "write a JSON list of {\"role\": ..., \"content\": ...} objects")
+    return data
+
+
+def check(settings: dict[str, Any]) -> dict[str, float]:
+    """Validate what must be right before any work; return the validated distribution."""
+    dist = settings.get("distribution") or {}
+    toolsets = validate(dist.get("name", "?"), dist.get("toolsets") or {})
+    for key in ("max_turns", "num_workers", "batch_size"):
+        value = settings.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{key} must be a positive integer, got {value!r}", f"set {key}=<n> with n >= 1")
+    if settings.get("max_samples") is not None and (not isinstance(settings["max_samples"], int) or settings["max_samples"] < 1):
+        raise ConfigError(f"max_samples must be a positive integer or null, got {settings['max_samples']!r}",
+                          "set max_samples=<n> or max_samples=null")
+    load_prefill(settings.get("prefill_messages"))
+    api_key(settings)
+    return toolsets
+
+
+def api_key(settings: dict[str, Any]) -> str:
+    """The API key, read from the environment variable the config names (never from config)."""
+    var = (settings.get("provider") or {}).get("api_key_env")
+    if not var:
+        return "not-needed"
+    value = os.environ.get(var, "")
+    if not value:
+        model = (settings.get("model") or {}).get("name", "?")
+        raise MissingApiKeyError(
+            f"the API key for model {model!r} is read from the environment variable {var}, which is not set",
+            f"export {var}=... (the key never goes into config files), or run offline with model=mock")
+    return value

@@ -1,0 +1,1 @@
+"""The ledger (the run's single source of truth) and everything derived from it."""

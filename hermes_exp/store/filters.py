@@ -1,0 +1,78 @@
+"""Quality filters: pure functions of a finished task's raw result, applied in the parent.
+
+Each returns None to keep the sample or a short reason to drop it. Config lists them by `_target_`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from hydra.utils import instantiate
+
+from hermes_exp.agent.reasoning import has_reasoning
+
+Filter = Callable[[dict[str, Any]], "str | None"]
+
+
+def _assistant(result: dict[str, Any]) -> list[dict[str, Any]]:
+    return [m for m in result.get("messages", []) if m.get("role") == "assistant"]
+
+
+class NoReasoning:
+    """Drop samples in which no assistant turn carries reasoning (native or inline)."""
+
+    def __call__(self, result: dict[str, Any]) -> str | None:
+        turns = _assistant(result)
+        return None if any(has_reasoning(m) for m in turns) else "no_reasoning"
+
+
+class HallucinatedTools:
+    """Drop samples that call a tool that was not offered."""
+
+    def __call__(self, result: dict[str, Any]) -> str | None:
+        offered = set(result.get("tools_offered", []))
+        for message in _assistant(result):
+            for call in message.get("tool_calls") or []:
+                if (call.get("function") or {}).get("name") not in offered:
+                    return "hallucinated_tools"
+        return None
+
+
+class Incomplete:
+    """Drop samples that ended without a final answer (max_turns, truncation, invalid calls)."""
+
+    def __call__(self, result: dict[str, Any]) -> str | None:
+        return None if result.get("completed") and not result.get("partial") else "incomplete"
+
+
+class MinToolCalls:
+    """Drop samples with fewer than `minimum` tool calls."""
+
+    def __init__(self, minimum: int = 1) -> None:
+        self.minimum = int(minimum)
+
+    def __call__(self, result: dict[str, Any]) -> str | None:
+        return None if len(result.get("tool_calls", [])) >= self.minimum else "too_few_tool_calls"
+
+
+class ToolErrors:
+    """Drop samples in which more than `max_failures` tool calls failed."""
+
+    def __init__(self, max_failures: int = 0) -> None:
+        self.max_failures = int(max_failures)
+
+    def __call__(self, result: dict[str, Any]) -> str | None:
+        failures = sum(1 for c in result.get("tool_calls", []) if c.get("failed"))
+        return None if failures <= self.max_failures else "tool_errors"
+
+
+def build(filters_cfg: dict[str, Any] | None) -> list[Filter]:
+    return [instantiate(rule) for rule in (filters_cfg or {}).get("rules") or []]
+
+
+def first_reason(filters: list[Filter], result: dict[str, Any]) -> str | None:
+    for rule in filters:
+        reason = rule(result)
+        if reason:
+            return reason
+    return None

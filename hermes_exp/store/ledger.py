@@ -1,0 +1,122 @@
+"""The ledger: one SQLite row per task in `<run_dir>/ledger.db`; the parent process is its only writer."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from hermes_exp.errors import LedgerError
+from hermes_exp.store import migrations
+
+FINAL_STATES = ("done", "filtered")
+
+
+class Ledger:
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.db = sqlite_utils.Database(path)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.execute("PRAGMA busy_timeout=5000")
+        migrations.apply(self.db)
+        self._batch: tuple[int, int] | None = None
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- identity ---------------------------------------------------------------------------
+    def meta(self, key: str) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, values: dict[str, str]) -> None:
+        with self.db.conn:
+            self.db["meta"].upsert_all([{"key": k, "value": v} for k, v in values.items()], pk="key")
+
+    def claim_identity(self, identity: str, identity_config: dict[str, Any]) -> None:
+        """Bind this run directory to one experiment, or refuse a different one."""
+        existing = self.meta("identity")
+        if existing is None:
+            self.set_meta({"identity": identity, "identity_config": json.dumps(identity_config, sort_keys=True)})
+            return
+        if existing != identity:
+            old = json.loads(self.meta("identity_config") or "{}")
+            differing = ", ".join(_diff(old, identity_config)) or "(unknown)"
+            raise LedgerError(
+                f"run directory {self.path.parent} holds another experiment (identity {existing}, "
+                f"this config is {identity}); config keys that differ: {differing}",
+                "choose a new run_name=..., or revert those keys to continue the existing run")
+
+    # -- planning ---------------------------------------------------------------------------
+    def final_keys(self) -> set[str]:
+        marks = ",".join("?" * len(FINAL_STATES))
+        return {r[0] for r in self.db.execute(f"SELECT key FROM tasks WHERE state IN ({marks})", FINAL_STATES)}
+
+    def reindex(self, indexed: list[tuple[int, str]]) -> None:
+        """Keep prompt_index equal to each task's line in the current dataset file."""
+        with self.db.conn:
+            self.db.conn.executemany(
+                "UPDATE tasks SET prompt_index = ? WHERE key = ? AND prompt_index IS NOT ?",
+                [(i, k, i) for i, k in indexed])
+
+    # -- recording --------------------------------------------------------------------------
+    def start_invocation(self) -> int:
+        with self.db.conn:
+            table = self.db["invocations"].insert({"started_at": time.time(), "tasks_run": 0, "model_calls": 0})
+        row = self.db.execute("SELECT COALESCE(MAX(batch_num), -1) FROM tasks").fetchone()
+        self._batch = (row[0] + 1, 0)
+        return table.last_pk
+
+    def finish_invocation(self, invocation: int, tasks_run: int, model_calls: int) -> None:
+        with self.db.conn:
+            self.db["invocations"].update(invocation, {"finished_at": time.time(), "tasks_run": tasks_run,
+                                                       "model_calls": model_calls})
+
+    def record(self, row: dict[str, Any], batch_size: int) -> None:
+        """Commit one task's result. Finished tasks get the next slot of the current batch."""
+        if row["state"] in FINAL_STATES:
+            batch, used = self._batch or (0, 0)
+            row["batch_num"] = batch
+            self._batch = (batch + 1, 0) if used + 1 >= batch_size else (batch, used + 1)
+        previous = self.db.execute("SELECT attempts FROM tasks WHERE key = ?", [row["key"]]).fetchone()
+        row["attempts"] = (previous[0] or 0) + 1 if previous else 1
+        row["updated_at"] = time.time()
+        with self.db.conn:
+            self.db["tasks"].upsert(row, pk="key", alter=False)
+
+    def set_state(self, key: str, state: str, reason: str | None) -> None:
+        with self.db.conn:
+            self.db.execute("UPDATE tasks SET state = ?, reason = ? WHERE key = ?", [state, reason, key])
+
+    # -- reading ----------------------------------------------------------------------------
+    def rows(self, states: tuple[str, ...] | None = None, order: str = "prompt_index, key") -> Iterator[dict[str, Any]]:
+        """Rows (dataset order by default), streamed; result JSON is decoded by the caller."""
+        where = f"WHERE state IN ({','.join('?' * len(states))})" if states else ""
+        cursor = self.db.execute(f"SELECT * FROM tasks {where} ORDER BY {order}", list(states or ()))
+        names = [d[0] for d in cursor.description]
+        for values in cursor:
+            yield dict(zip(names, values))
+
+    def counts(self) -> dict[str, int]:
+        return {s: n for s, n in self.db.execute("SELECT state, COUNT(*) FROM tasks GROUP BY state")}
+
+    def invocations(self) -> list[dict[str, Any]]:
+        return list(self.db["invocations"].rows)
+
+
+def _diff(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
+    keys = sorted(set(old) | set(new))
+    out: list[str] = []
+    for key in keys:
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out.extend(_diff(a, b, f"{prefix}{key}."))
+        elif a != b:
+            out.append(f"{prefix}{key} ({a!r} -> {b!r})")
+    return out

@@ -1,0 +1,99 @@
+"""Convert a task's raw OpenAI-format messages into a Hermes-compatible ShareGPT trajectory row."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+from hermes_exp.agent.reasoning import inline_reasoning, native_reasoning
+from hermes_exp.tools.registry import KNOWN_TOOLS
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):  # content parts
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content or ""
+
+
+def gpt_value(message: dict[str, Any]) -> str:
+    """`<think>` block, then the content as emitted, then one `<tool_call>` block per call."""
+    content = _text(message.get("content"))
+    reasoning = native_reasoning(message)
+    if reasoning:
+        value = f"<think>\n{reasoning}\n</think>\n{content}"
+    elif inline_reasoning(content):
+        value = content  # already carries its reasoning inline; never rewritten
+    else:
+        value = f"<think>\n</think>\n{content}"
+    for call in message.get("tool_calls") or []:
+        fn = call.get("function") or {}
+        try:
+            args = json.loads(fn.get("arguments") or "{}")
+        except json.JSONDecodeError:
+            args = fn.get("arguments")  # invalid JSON stays exactly as the model emitted it
+        block = json.dumps({"name": fn.get("name"), "arguments": args}, ensure_ascii=False)
+        value += f"\n<tool_call>\n{block}\n</tool_call>"
+    return value
+
+
+def tool_value(messages: list[dict[str, Any]]) -> str:
+    blocks = []
+    for message in messages:
+        content = message.get("content")
+        try:
+            content = json.loads(content)
+        except (json.JSONDecodeError, TypeError):
+            pass
+        body = {"tool_call_id": message.get("tool_call_id"), "name": message.get("name"), "content": content}
+        blocks.append(f"<tool_response>\n{json.dumps(body, ensure_ascii=False)}\n</tool_response>")
+    return "\n".join(blocks)
+
+
+def conversations(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
+    turns: list[dict[str, str]] = []
+    pending_tools: list[dict[str, Any]] = []
+    role_map = {"system": "system", "user": "human"}
+    for message in messages:
+        role = message.get("role")
+        if role == "tool":
+            pending_tools.append(message)
+            continue
+        if pending_tools:
+            turns.append({"from": "tool", "value": tool_value(pending_tools)})
+            pending_tools = []
+        if role == "assistant":
+            turns.append({"from": "gpt", "value": gpt_value(message)})
+        elif role in role_map:
+            turns.append({"from": role_map[role], "value": _text(message.get("content"))})
+    if pending_tools:
+        turns.append({"from": "tool", "value": tool_value(pending_tools)})
+    return turns
+
+
+def tool_stats(calls: list[dict[str, Any]]) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
+    """Per known tool: count/success/failure, zero where unused, so every row has one schema."""
+    stats = {name: {"count": 0, "success": 0, "failure": 0} for name in KNOWN_TOOLS}
+    for call in calls:
+        entry = stats.get(call.get("name"))
+        if entry is not None:
+            entry["count"] += 1
+            entry["failure" if call.get("failed") else "success"] += 1
+    return stats, {name: s["failure"] for name, s in stats.items()}
+
+
+def trajectory(row: dict[str, Any], result: dict[str, Any], task_row: dict[str, Any], model: str) -> dict[str, Any]:
+    stats, errors = tool_stats(result.get("tool_calls", []))
+    extra = {k: v for k, v in task_row.items() if k != "prompt"}
+    timestamp = datetime.fromtimestamp(row["finished_at"], timezone.utc).isoformat(timespec="seconds")
+    return {
+        "prompt_index": row["prompt_index"],
+        "conversations": conversations(result.get("messages", [])),
+        "metadata": {**extra, "batch_num": row["batch_num"], "timestamp": timestamp, "model": model},
+        "completed": bool(result.get("completed")),
+        "partial": bool(result.get("partial")),
+        "api_calls": int(result.get("api_calls", 0)),
+        "toolsets_used": list(result.get("toolsets", [])),
+        "tool_stats": stats,
+        "tool_error_counts": errors,
+    }

@@ -1,0 +1,97 @@
+"""statistics.json: computed from the whole ledger (every invocation), never just the last one."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from datetime import datetime, timezone
+from typing import Any
+
+from hermes_exp.agent.reasoning import has_reasoning
+from hermes_exp.tools.registry import KNOWN_TOOLS
+
+TOKEN_KEYS = ("prompt_tokens", "completion_tokens", "reasoning_tokens")
+
+
+class StatsBuilder:
+    """Fed one ledger row at a time (streaming), so memory stays flat in the size of the run."""
+
+    def __init__(self) -> None:
+        self.states: Counter[str] = Counter()
+        self.filtered: Counter[str] = Counter()
+        self.errors: Counter[str] = Counter()
+        self.tools = {name: Counter() for name in KNOWN_TOOLS}
+        self.reasoning = Counter()
+        self.tokens: Counter[str] = Counter()
+        self.api_calls = 0
+        self.batches: set[int] = set()
+        self.completed = 0
+        self.last_finished = 0.0
+
+    def add(self, row: dict[str, Any], result: dict[str, Any] | None) -> None:
+        self.states[row["state"]] += 1
+        for key in TOKEN_KEYS:
+            self.tokens[key] += row.get(key) or 0
+        self.api_calls += row.get("api_calls") or 0
+        if row["state"] == "filtered":
+            self.filtered[row["reason"] or "unknown"] += 1
+        if row["state"] == "error":
+            self.errors[row["error_class"] or "unknown"] += 1
+        if row["state"] != "done" or result is None:
+            return
+        self.batches.add(row["batch_num"])
+        self.completed += bool(result.get("completed"))
+        self.last_finished = max(self.last_finished, row["finished_at"] or 0)
+        for call in result.get("tool_calls", []):
+            if call["name"] in self.tools:
+                self.tools[call["name"]]["count"] += 1
+                self.tools[call["name"]]["failure" if call.get("failed") else "success"] += 1
+        for message in result.get("messages", []):
+            if message.get("role") == "assistant":
+                self.reasoning["total_assistant_turns"] += 1
+                self.reasoning["turns_with_reasoning"] += has_reasoning(message)
+
+    def build(self, settings: dict[str, Any], invocations: list[dict[str, Any]]) -> dict[str, Any]:
+        ran = [i for i in invocations if i.get("tasks_run")]
+        duration = sum((i["finished_at"] or i["started_at"]) - i["started_at"] for i in ran)
+        turns = self.reasoning["total_assistant_turns"]
+        with_r = self.reasoning["turns_with_reasoning"]
+        return {
+            "run_name": settings["run_name"],
+            "distribution": settings["distribution"]["name"],
+            "model": settings["model"]["name"],
+            "total_prompts": sum(self.states.values()),
+            "kept": self.states["done"],
+            "filtered": self.states["filtered"],
+            "failed": self.states["error"],
+            "completed_trajectories": self.completed,
+            "total_batches": len(self.batches),
+            "batch_size": settings["batch_size"],
+            "completed_at": _iso(self.last_finished),
+            "duration_seconds": round(duration, 3),
+            "invocations": len(ran),
+            "api_calls": self.api_calls,
+            "tokens": dict(self.tokens),
+            "tool_statistics": {name: _rates(c) for name, c in self.tools.items()},
+            "reasoning_statistics": {"total_assistant_turns": turns, "turns_with_reasoning": with_r,
+                                     "turns_without_reasoning": turns - with_r,
+                                     "coverage_percent": round(100 * with_r / turns, 2) if turns else 0.0},
+            "discarded": dict(sorted(self.filtered.items())),
+            "discarded_no_reasoning": self.filtered["no_reasoning"],
+            "errors": dict(sorted(self.errors.items())),
+        }
+
+
+def _rates(c: Counter) -> dict[str, Any]:
+    count = c["count"]
+    return {"count": count, "success": c["success"], "failure": c["failure"],
+            "success_rate": round(100 * c["success"] / count, 2) if count else 0.0,
+            "failure_rate": round(100 * c["failure"] / count, 2) if count else 0.0}
+
+
+def _iso(ts: float) -> str | None:
+    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds") if ts else None
+
+
+def dumps(stats: dict[str, Any]) -> str:
+    return json.dumps(stats, indent=2, sort_keys=False) + "\n"

@@ -1,0 +1,1 @@
+"""Toolsets the agent can be offered; each tool runs inside the prompt's sandbox."""

@@ -1,0 +1,78 @@
+"""Toolset `file`: read, write, patch and search files, confined to the sandbox's working directory."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from hermes_exp.errors import ToolError
+from hermes_exp.sandbox.base import Sandbox, confine, truncate
+
+
+def _schema(name: str, description: str, props: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"name": name, "description": description,
+            "parameters": {"type": "object", "properties": props, "required": required}}
+
+
+_S = {"type": "string"}
+_I = {"type": "integer"}
+READ_FILE = _schema("read_file", "Read a text file in your working directory, with line numbers.",
+                    {"path": _S, "offset": {**_I, "description": "First line (1-based)."},
+                     "limit": {**_I, "description": "Number of lines."}}, ["path"])
+WRITE_FILE = _schema("write_file", "Create or overwrite a file in your working directory.",
+                     {"path": _S, "content": _S}, ["path", "content"])
+PATCH = _schema("patch", "Replace an exact string in a file (must match once unless replace_all).",
+                {"path": _S, "old_string": _S, "new_string": _S, "replace_all": {"type": "boolean"}},
+                ["path", "old_string", "new_string"])
+SEARCH_FILES = _schema("search_files", "Search file contents under a directory for a regular expression.",
+                       {"pattern": _S, "path": {**_S, "description": "Directory (default: working dir)."}},
+                       ["pattern"])
+
+
+def _text_arg(args: dict[str, Any], name: str, allow_empty: bool = False) -> str:
+    value = args.get(name)
+    if not isinstance(value, str) or (not allow_empty and value == ""):
+        raise ToolError(f"'{name}' must be a {'' if allow_empty else 'non-empty '}string")
+    return value
+
+
+def read_file(sandbox: Sandbox, args: dict[str, Any], limits: dict[str, Any]) -> dict[str, Any]:
+    path = _text_arg(args, "path")
+    text = sandbox.read_file(path).decode("utf-8", "replace")
+    lines = text.splitlines()
+    offset = max(int(args.get("offset") or 1), 1)
+    limit = int(args.get("limit") or len(lines) or 1)
+    chosen = lines[offset - 1 : offset - 1 + limit]
+    numbered = "\n".join(f"{offset + i:6d}|{line}" for i, line in enumerate(chosen))
+    content, truncated = truncate(numbered, int(limits.get("max_output_chars", 20000)))
+    return {"content": content, "total_lines": len(lines), "truncated": truncated, "error": None}
+
+
+def write_file(sandbox: Sandbox, args: dict[str, Any], limits: dict[str, Any]) -> dict[str, Any]:
+    path = _text_arg(args, "path")
+    content = _text_arg(args, "content", allow_empty=True)
+    sandbox.write_file(path, content.encode("utf-8"))
+    return {"path": path, "bytes_written": len(content.encode("utf-8")), "error": None}
+
+
+def patch(sandbox: Sandbox, args: dict[str, Any], limits: dict[str, Any]) -> dict[str, Any]:
+    path = _text_arg(args, "path")
+    old = _text_arg(args, "old_string")
+    new = _text_arg(args, "new_string", allow_empty=True)
+    text = sandbox.read_file(path).decode("utf-8")
+    found = text.count(old)
+    if found == 0:
+        raise ToolError(f"old_string not found in {path}")
+    if found > 1 and not args.get("replace_all"):
+        raise ToolError(f"old_string occurs {found} times in {path}; add context or set replace_all")
+    sandbox.write_file(path, text.replace(old, new).encode("utf-8"))
+    return {"path": path, "replacements": found if args.get("replace_all") else 1, "error": None}
+
+
+def search_files(sandbox: Sandbox, args: dict[str, Any], limits: dict[str, Any]) -> dict[str, Any]:
+    pattern = _text_arg(args, "pattern")
+    where = confine(sandbox.workdir, args.get("path") or ".")
+    command = f"grep -rnIE -e {shlex.quote(pattern)} -- {shlex.quote(where)} | head -n 200"
+    result = sandbox.exec(command, timeout=float(limits.get("terminal_timeout", 60)))
+    matches = [line for line in result.output.splitlines() if line]
+    return {"matches": matches, "count": len(matches), "error": None}

@@ -1,0 +1,89 @@
+"""One task: draw toolsets, open a sandbox, run the agent, close the sandbox -> a plain-data Result.
+
+Workers never write run bookkeeping; whatever happens, they return a result dict."""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from typing import Any
+
+from hydra.utils import instantiate
+
+from hermes_exp.agent.loop import Outcome, run_agent
+from hermes_exp.agent.model import ModelClient
+from hermes_exp.dataset import Task
+from hermes_exp.distribution import draw
+from hermes_exp.errors import HermesExpError, ProviderError, SandboxError
+from hermes_exp.settings import api_key, load_prefill
+from hermes_exp.tools.registry import tool_schemas
+
+_RUNTIMES: dict[str, "Runtime"] = {}
+_LOCK = threading.Lock()
+
+
+class Runtime:
+    """What a process builds once per run and shares across its tasks: client, sandbox factory."""
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        runtime = settings["runtime"]
+        self.client = ModelClient(settings["model"], settings["provider"], runtime["base_url"], api_key(settings))
+        self.sandboxes = instantiate(settings["sandbox"], run_id=runtime["run_id"], _convert_="all")
+        self.toolsets = {str(k): float(v) for k, v in settings["distribution"]["toolsets"].items()}
+        self.prefix = _prefix(settings)
+
+
+def _prefix(settings: dict[str, Any]) -> list[dict[str, Any]]:
+    system = "\n\n".join(p for p in (settings.get("system_prompt"), settings.get("ephemeral_system_prompt")) if p)
+    return ([{"role": "system", "content": system}] if system else []) + load_prefill(settings.get("prefill_messages"))
+
+
+def runtime_for(settings: dict[str, Any]) -> Runtime:
+    run_id = settings["runtime"]["run_id"]
+    with _LOCK:
+        if run_id not in _RUNTIMES:
+            _RUNTIMES[run_id] = Runtime(settings)
+        return _RUNTIMES[run_id]
+
+
+def release(run_id: str) -> None:
+    """Shut down this process's runtime for a run (called by the parent at the end)."""
+    with _LOCK:
+        runtime = _RUNTIMES.pop(run_id, None)
+    if runtime is not None:
+        runtime.sandboxes.shutdown()
+
+
+def run_task(settings: dict[str, Any], task: Task) -> dict[str, Any]:
+    started = time.time()
+    result: dict[str, Any] = {"key": task.key, "index": task.index, "row": task.row, "started_at": started}
+    try:
+        runtime = runtime_for(settings)
+        toolsets = draw(runtime.toolsets, int(settings["seed"]), task.key)
+        result["toolsets"] = toolsets
+        tools = tool_schemas(toolsets)
+        result["tools_offered"] = [t["function"]["name"] for t in tools]
+        sandbox = runtime.sandboxes.open(task.key, task.row)
+        try:
+            outcome = run_agent(runtime.client, sandbox, task.row["prompt"], tools, settings, list(runtime.prefix))
+        finally:
+            sandbox.close()
+        result.update(_finished(outcome))
+    except ProviderError as exc:
+        result.update(state="error", error_class=exc.error_class, transient=exc.transient, error=str(exc))
+    except SandboxError as exc:
+        result.update(state="error", error_class="sandbox", transient=True, error=str(exc))
+    except HermesExpError as exc:
+        result.update(state="error", error_class="internal", transient=False, error=str(exc))
+    except Exception as exc:  # a bug must fail its own task, never the batch
+        result.update(state="error", error_class="internal", transient=False,
+                      error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}")
+    result["finished_at"] = time.time()
+    return result
+
+
+def _finished(outcome: Outcome) -> dict[str, Any]:
+    return {"state": "finished", "messages": outcome.messages, "api_calls": outcome.api_calls,
+            "completed": outcome.completed, "partial": outcome.partial, "stop_reason": outcome.stop_reason,
+            "tool_calls": outcome.tool_calls, "usage": outcome.usage}
