@@ -59,7 +59,8 @@ def bwrap_args(bwrap: str, task_dir: str, env: dict[str, str]) -> list[str]:
         if os.path.lexists(f"/etc/{entry}"):
             args += ["--ro-bind", f"/etc/{entry}", f"/etc/{entry}"]
     args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind", task_dir, WORKDIR,
-             "--chdir", WORKDIR, "--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID),
+             # bwrap's root is a tmpfs: make it read-only too, or /etc/x would be writable.
+             "--remount-ro", "/", "--chdir", WORKDIR, "--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID),
              "--gid", str(SANDBOX_UID), "--die-with-parent", "--new-session", "--clearenv"]
     for key, value in env.items():
         args += ["--setenv", key, value]

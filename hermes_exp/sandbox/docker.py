@@ -1,0 +1,364 @@
+"""`sandbox=docker`: one long-lived container per prompt, commands run through `docker exec`.
+The only module that imports `docker` (lazily, with an install hint)."""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import posixpath
+import re
+import socket
+import tarfile
+import threading
+import time
+import uuid
+from typing import Any
+
+from hermes_exp.errors import SandboxError, ToolError
+from hermes_exp.sandbox.base import TRUNCATION_MARKER, ExecResult, confine, truncate
+from hermes_exp.sandbox.process import clean_env
+
+log = logging.getLogger(__name__)
+
+RUN_LABEL, TASK_LABEL, OWNER_LABEL = "hermes-exp.run", "hermes-exp.task", "hermes-exp.owner"
+# pid 1 must survive `kill -9 -1` (the kernel never delivers it to a namespace's init) and reap the
+# orphans that pile up from commands' background children, which a shell waiting in a loop does.
+KEEPER = ["sh", "-c", "while :; do sleep 3600; done"]
+KILL_GRACE = 5.0  # seconds to wait for an exec's stream to end after killing its processes
+MODE_DIR, MODE_SYMLINK = 1 << 31, 1 << 27  # Go os.FileMode bits in the archive stat header
+ENGINE_HINT = ("start the engine (as root: `dockerd &`, or .ci/setup-sandboxes.sh) and export "
+               "DOCKER_HOST=unix:///path/to/docker.sock if it is not on the default socket; "
+               "or choose sandbox=bwrap or sandbox=local")
+
+
+def _docker() -> Any:
+    try:
+        import docker
+    except ImportError as exc:
+        raise SandboxError("sandbox=docker needs the `docker` Python package",
+                           "pip install 'docker>=7'") from exc
+    return docker
+
+
+def _engine_errors() -> tuple[type[BaseException], ...]:
+    import requests
+
+    return (_docker().errors.DockerException, requests.RequestException, OSError)
+
+
+class _Capture:
+    """Keeps the head and the tail of a stream of any length, so a chatty command costs no memory."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.cap = limit, limit * 4
+        self.head, self.tail, self.total = bytearray(), bytearray(), 0
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.cap - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            del self.tail[: -self.cap]
+
+    def text(self) -> tuple[str, bool]:
+        if not self.tail:
+            return truncate(self.head.decode("utf-8", "replace"), self.limit)
+        head_n = self.limit * 2 // 3
+        head = self.head.decode("utf-8", "replace")[:head_n]
+        tail = self.tail.decode("utf-8", "replace")[-(self.limit - head_n):]
+        return head + TRUNCATION_MARKER.format(dropped=self.total - len(head) - len(tail)) + tail, True
+
+
+class DockerSandbox:
+    """A running container; `close()` force-removes it (and its anonymous volumes) whatever happened."""
+
+    def __init__(self, api: Any, container_id: str, *, workdir: str, env: dict[str, str],
+                 output_limit: int, on_close: Any) -> None:
+        self.container_id = container_id
+        self.workdir = workdir
+        self._api, self._env, self._output_limit = api, env, output_limit
+        self._on_close = on_close
+        self._closed = False
+
+    def exec(self, command: str, timeout: float) -> ExecResult:
+        """Stream the exec's output in a thread; on timeout kill every process of the container but
+        its pid 1 (`kill -9 -1` from a second exec), falling back to restarting the container."""
+        if self._closed:
+            raise SandboxError(f"docker sandbox {self.container_id[:12]} is closed")
+        capture = _Capture(self._output_limit)
+        try:
+            exec_id = self._api.exec_create(self.container_id, ["sh", "-c", command],
+                                            workdir=self.workdir, environment=self._env)["Id"]
+            stream = self._api.exec_start(exec_id, stream=True)
+        except _engine_errors() as exc:
+            raise SandboxError(f"docker exec failed in container {self.container_id[:12]}: {exc}") from exc
+        reader = threading.Thread(target=lambda: [capture.add(c) for c in stream], daemon=True)
+        reader.start()
+        reader.join(timeout)
+        timed_out = reader.is_alive()
+        if timed_out:
+            self._kill_processes(reader)
+        text, truncated = capture.text()
+        if timed_out:
+            return ExecResult(124, text + f"\n[command timed out after {timeout:g}s; its processes were killed]",
+                              timed_out=True, truncated=truncated)
+        return ExecResult(self._exit_code(exec_id), text, truncated=truncated)
+
+    def _kill_processes(self, reader: threading.Thread) -> None:
+        try:
+            self._api.exec_start(self._api.exec_create(self.container_id, ["sh", "-c", "kill -9 -1"],
+                                                       user="0")["Id"])
+            reader.join(KILL_GRACE)
+            if reader.is_alive():  # no `kill` in the image, or processes stuck: restart pid 1
+                log.warning("docker sandbox %s: restarting the container to end a timed-out command",
+                            self.container_id[:12])
+                self._api.restart(self.container_id, timeout=0)
+                reader.join(KILL_GRACE)
+        except _engine_errors() as exc:
+            raise SandboxError(f"could not stop a timed-out command in {self.container_id[:12]}: {exc}") from exc
+
+    def _exit_code(self, exec_id: str) -> int:
+        for _ in range(50):  # the engine records the exit code just after the stream ends
+            code = self._api.exec_inspect(exec_id).get("ExitCode")
+            if code is not None:
+                return int(code)
+            time.sleep(0.01)
+        return -1
+
+    def _stat(self, full: str) -> dict[str, Any] | None:
+        """The archive stat of a container path (None if missing); the body is never read."""
+        try:
+            stream, stat = self._api.get_archive(self.container_id, full)
+        except _docker().errors.NotFound:
+            return None
+        except _engine_errors() as exc:
+            raise SandboxError(f"cannot reach container {self.container_id[:12]}: {exc}") from exc
+        stat["_stream"] = stream
+        return stat
+
+    def read_file(self, path: str) -> bytes:
+        full = posixpath.join(self.workdir, confine(self.workdir, path))
+        stat = self._stat(full)
+        if stat and stat["mode"] & MODE_SYMLINK and stat.get("linkTarget"):
+            full = posixpath.join(self.workdir, confine(self.workdir, stat["linkTarget"]))
+            stat = self._stat(full)
+        if stat is None:
+            raise ToolError(f"no such file: {path}")
+        if stat["mode"] & MODE_DIR:
+            raise ToolError(f"{path} is a directory")
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stat["_stream"]))) as tar:
+            member = tar.next()
+            handle = tar.extractfile(member) if member else None
+            if handle is None:
+                raise ToolError(f"{path} is not a regular file")
+            return handle.read()
+
+    def write_file(self, path: str, data: bytes) -> None:
+        rel = confine(self.workdir, path)
+        stat = self._stat(posixpath.join(self.workdir, rel))
+        if rel == "." or (stat and stat["mode"] & MODE_DIR):
+            raise ToolError(f"{path} is a directory")  # the engine would replace it by the file
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            info = tarfile.TarInfo(rel)
+            info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+        try:  # the engine creates missing parent directories of the member
+            self._api.put_archive(self.container_id, self.workdir, buf.getvalue())
+        except _docker().errors.APIError as exc:
+            raise ToolError(f"cannot write {path}: {exc.explanation or exc}") from exc
+        except _engine_errors() as exc:
+            raise SandboxError(f"cannot reach container {self.container_id[:12]}: {exc}") from exc
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._api.remove_container(self.container_id, force=True, v=True)
+        except _docker().errors.NotFound:
+            pass
+        except _engine_errors() as exc:  # never mask the error that brought us here
+            log.warning("could not remove container %s: %s", self.container_id[:12], exc)
+        finally:
+            self._on_close()
+
+
+def _owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _is_leftover(labels: dict[str, str]) -> bool:
+    """A container of this run whose creating process is gone (a crash, a kill -9, an earlier attempt).
+    Containers made by a live process (a sibling worker) or on another machine are left alone."""
+    owner = labels.get(OWNER_LABEL)
+    if not owner:
+        return True
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass
+    return False
+
+
+class DockerSandboxFactory:
+    """Opens one container per task. Construction touches nothing: the engine is contacted on first
+    use (or in preflight), each distinct image is checked once, and live containers are capped."""
+
+    def __init__(self, image: str = "python:3.11-slim", network: bool = False, memory_mb: int = 2048,
+                 cpus: float = 1.0, pids_limit: int = 256, read_only: bool = False, max_sandboxes: int = 8,
+                 pull_timeout: float = 300, output_limit: int = 20000, env: dict[str, str] | None = None,
+                 base_url: str | None = None, run_id: str = "run", **_: Any) -> None:
+        self.image, self.run_id = image, str(run_id)
+        self._network, self._read_only = bool(network), bool(read_only)
+        self._memory_mb, self._cpus, self._pids_limit = int(memory_mb), float(cpus), int(pids_limit)
+        self._pull_timeout, self._output_limit = float(pull_timeout), int(output_limit)
+        self._env = {str(k): str(v) for k, v in (env or {}).items()}
+        self._base_url = base_url
+        self._slots = threading.BoundedSemaphore(int(max_sandboxes)) if int(max_sandboxes) > 0 else None
+        self._lock = threading.Lock()
+        self._client: Any = None
+        self._images: dict[str, SandboxError | None] = {}
+        self._image_locks: dict[str, threading.Lock] = {}
+
+    def preflight(self, rows_images: set[str] | None = None) -> None:
+        """Fail once if the engine is unreachable; reap this run's leftovers; warm the images (a
+        missing image is only logged here: the tasks naming it fail one by one)."""
+        self._api()
+        for image in sorted(set(rows_images or ()) | {self.image}):
+            try:
+                self._ensure_image(image)
+            except SandboxError as exc:
+                log.warning("%s", exc)
+
+    def _api(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                docker = _docker()
+                where = self._base_url or os.environ.get("DOCKER_HOST") or "the default socket"
+                try:
+                    client = docker.DockerClient(base_url=self._base_url) if self._base_url else docker.from_env()
+                    client.ping()
+                except _engine_errors() as exc:
+                    raise SandboxError(f"cannot reach the Docker engine at {where}: {exc}", ENGINE_HINT) from exc
+                self._client = client
+                self._reap(everything=False)
+            return self._client.api
+
+    def _reap(self, *, everything: bool) -> int:
+        """Remove this run's containers: leftovers only, or (at shutdown) all. Never other runs'."""
+        removed = 0
+        for c in self._client.api.containers(all=True, filters={"label": f"{RUN_LABEL}={self.run_id}"}):
+            if everything or _is_leftover(c.get("Labels") or {}):
+                try:
+                    self._client.api.remove_container(c["Id"], force=True, v=True)
+                    removed += 1
+                except _engine_errors() as exc:
+                    log.warning("could not remove leftover container %s: %s", c["Id"][:12], exc)
+        if removed:
+            log.info("removed %d container(s) of run %s", removed, self.run_id)
+        return removed
+
+    def _ensure_image(self, image: str) -> None:
+        """Present locally, else pulled within pull_timeout; the answer is cached either way."""
+        with self._lock:
+            lock = self._image_locks.setdefault(image, threading.Lock())
+        with lock:
+            if image not in self._images:
+                self._images[image] = self._find_or_pull(image)
+        if self._images[image] is not None:
+            raise self._images[image]
+
+    def _find_or_pull(self, image: str) -> SandboxError | None:
+        api, docker = self._api(), _docker()
+        try:
+            api.inspect_image(image)
+            return None
+        except docker.errors.ImageNotFound:
+            pass
+        except _engine_errors() as exc:
+            return SandboxError(f"cannot inspect docker image {image!r}: {exc}", ENGINE_HINT)
+        outcome: list[BaseException | None] = []
+        repo, tag = docker.utils.parse_repository_tag(image)
+        puller = threading.Thread(target=lambda: outcome.append(_pull(api, repo, tag or "latest")), daemon=True)
+        puller.start()
+        puller.join(self._pull_timeout)
+        if not outcome or outcome[0] is not None:
+            why = outcome[0] if outcome else f"no answer within pull_timeout={self._pull_timeout:g}s"
+            return SandboxError(f"docker image {image!r} is not available locally and could not be pulled: {why}",
+                                "build or load it (`docker build`/`docker load`), fix the row's `image`, "
+                                "or set sandbox.image")
+        return None
+
+    def open(self, task_key: str, row: dict[str, Any]) -> DockerSandbox:
+        image = str(row.get("image") or row.get("docker_image") or self.image)
+        workdir = posixpath.normpath(posixpath.join("/", str(row.get("cwd") or "/task")))
+        self._ensure_image(image)
+        if self._slots:
+            self._slots.acquire()
+        try:
+            cid = self._start(image, workdir, task_key)
+        except BaseException:
+            if self._slots:
+                self._slots.release()
+            raise
+        env = clean_env(workdir, self._env)
+        if "PATH" not in self._env:
+            env.pop("PATH")  # keep the image's own PATH (conda, venvs, ...)
+        released = threading.Event()
+
+        def release() -> None:
+            if self._slots and not released.is_set():
+                released.set()
+                self._slots.release()
+
+        return DockerSandbox(self._api(), cid, workdir=workdir, env=env,
+                             output_limit=self._output_limit, on_close=release)
+
+    def _start(self, image: str, workdir: str, task_key: str) -> str:
+        api, docker = self._api(), _docker()
+        mounts = [docker.types.Mount(workdir, None, type="volume")] if self._read_only else []
+        host_config = api.create_host_config(
+            network_mode="bridge" if self._network else "none", mem_limit=f"{self._memory_mb}m",
+            memswap_limit=f"{self._memory_mb}m",  # no swap: the memory limit is a real limit
+            nano_cpus=int(self._cpus * 1e9), pids_limit=self._pids_limit, read_only=self._read_only,
+            mounts=mounts, tmpfs={"/tmp": "rw,exec,size=256m"} if self._read_only else None,
+            security_opt=["no-new-privileges"])
+        name = re.sub(r"[^a-zA-Z0-9_.-]", "-", f"hx-{self.run_id[:24]}-{task_key.split(':')[-1][:12]}")
+        cid = None
+        try:
+            cid = api.create_container(
+                image, KEEPER, working_dir=workdir, host_config=host_config, name=f"{name}-{uuid.uuid4().hex[:6]}",
+                labels={RUN_LABEL: self.run_id, TASK_LABEL: task_key, OWNER_LABEL: _owner()})["Id"]
+            api.start(cid)
+            return cid
+        except _engine_errors() as exc:
+            if cid:
+                api.remove_container(cid, force=True, v=True)
+            raise SandboxError(f"cannot start a container from image {image!r} for task {task_key}: {exc}") from exc
+
+    def shutdown(self) -> None:
+        """Remove every container of this run that is still there. Safe to call twice."""
+        try:
+            self._api()
+            self._reap(everything=True)
+        except SandboxError as exc:
+            log.warning("docker sandbox shutdown: %s", exc)
+
+
+def _pull(api: Any, repo: str, tag: str) -> BaseException | None:
+    try:
+        api.pull(repo, tag=tag)
+        api.inspect_image(f"{repo}:{tag}")  # some pull failures arrive inside a 200 response
+        return None
+    except Exception as exc:  # reported to the task that needs the image
+        return exc
