@@ -1,0 +1,46 @@
+"""Shared fixtures: a real mock model server on 127.0.0.1 and the real CLI in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hermes_exp.mock_server import MockServer
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def mock_server(tmp_path: Path):
+    """A mock model server recording every request to a file (counts work across processes)."""
+    with MockServer(record_path=str(tmp_path / "requests.jsonl")) as server:
+        yield server
+
+
+def write_dataset(path: Path, rows: list[Any]) -> Path:
+    """Rows may be dicts (dumped as JSON) or raw strings (written as they are)."""
+    with path.open("w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write((row if isinstance(row, str) else json.dumps(row)) + "\n")
+    return path
+
+
+def run_cli(cwd: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """`hermes-exp ARGS` as a user runs it, in `cwd`."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "hermes_exp.cli", *args], cwd=cwd, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def request_count(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0

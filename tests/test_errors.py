@@ -1,0 +1,77 @@
+"""Bad input gets a clear message naming where and what, a non-zero exit, and no traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import read_jsonl, run_cli, write_dataset
+
+
+def _fails(result, *needles: str) -> None:
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr, result.stderr
+    for needle in needles:
+        assert needle in result.stderr, result.stderr
+
+
+def test_every_bad_line_kind_is_reported_with_its_line(tmp_path: Path) -> None:
+    data = write_dataset(tmp_path / "bad.jsonl", [
+        {"prompt": "fine"},
+        '{"prompt": "broken',
+        '["not", "an", "object"]',
+        {"text": "no prompt field"},
+        {"prompt": ""},
+        {"prompt": 42},
+        {"prompt": "also fine"},
+    ])
+    result = run_cli(tmp_path, f"dataset.path={data}", "run_name=bad")
+    _fails(result, f"{data}:2: not valid JSON", f"{data}:3: a JSON list where an object",
+           f"{data}:4: missing the required \"prompt\" field", f"{data}:5: \"prompt\" is empty",
+           f"{data}:6: \"prompt\" must be a string, got int", "dataset.skip_invalid=true")
+    assert not (tmp_path / "outputs" / "bad" / "trajectories.jsonl").exists()
+
+    skipped = run_cli(tmp_path, f"dataset.path={data}", "run_name=bad", "dataset.skip_invalid=true")
+    assert skipped.returncode == 0, skipped.stderr
+    assert "skipping 5 invalid line(s)" in skipped.stderr
+    rows = read_jsonl(tmp_path / "outputs" / "bad" / "trajectories.jsonl")
+    assert sorted(r["prompt_index"] for r in rows) == [0, 6]
+
+
+@pytest.mark.parametrize("content, needle", [(None, "dataset file not found"), ("", "has no valid prompts"),
+                                             ("\n\n", "has no valid prompts")])
+def test_missing_or_empty_dataset(tmp_path: Path, content: str | None, needle: str) -> None:
+    path = tmp_path / "d.jsonl"
+    if content is not None:
+        path.write_text(content)
+    _fails(run_cli(tmp_path, f"dataset.path={path}"), needle, str(path))
+
+
+def test_missing_api_key_names_the_variable(tmp_path: Path) -> None:
+    env = {"OPENROUTER_API_KEY": ""}
+    result = run_cli(tmp_path, "model=sonnet", env=env)
+    _fails(result, "OPENROUTER_API_KEY", "anthropic/claude-sonnet-4.6", "model=mock")
+    assert not (tmp_path / "outputs" / "demo" / "ledger.db").exists()
+
+
+def test_unknown_toolset_and_bad_probability(tmp_path: Path) -> None:
+    _fails(run_cli(tmp_path, "+distribution.toolsets.web=50"), "unknown toolset 'web'", "terminal, file")
+    _fails(run_cli(tmp_path, "distribution.toolsets.terminal=150"), "150", "between 0 and 100")
+
+
+def test_unknown_distribution_lists_choices(tmp_path: Path) -> None:
+    result = run_cli(tmp_path, "distribution=nope")
+    assert result.returncode != 0
+    assert "default" in result.stderr and "terminal_only" in result.stderr
+
+
+def test_bad_scalar_settings(tmp_path: Path) -> None:
+    _fails(run_cli(tmp_path, "max_turns=0"), "max_turns must be a positive integer")
+    _fails(run_cli(tmp_path, "num_workers=-2"), "num_workers must be a positive integer")
+
+
+def test_list_distributions(tmp_path: Path) -> None:
+    result = run_cli(tmp_path, "--list-distributions")
+    assert result.returncode == 0
+    assert "development" in result.stdout and "terminal: 80" in result.stdout
+    assert "read_file, write_file, patch, search_files" in result.stdout
