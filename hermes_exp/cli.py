@@ -54,6 +54,9 @@ def _job(cfg: DictConfig) -> None:
     except HermesExpError as exc:
         print(f"error: {exc}", file=sys.stderr)
         _status.append(exc.exit_code)
+    except KeyboardInterrupt:
+        print("interrupted before any task ran; nothing was changed", file=sys.stderr)
+        _status.append(130)
 
 
 def main() -> None:

@@ -69,10 +69,19 @@ def open_dataset(path: str | Path) -> Path:
     return p
 
 
-def scan(path: Path, identity: str, skip_invalid: bool, max_samples: int | None) -> list[tuple[int, str]]:
-    """Validate the whole file before any model call; return (index, key) of every valid row."""
+@dataclass
+class Scan:
+    """What one validating pass over the dataset found: (line index, key) per task, images named."""
+
+    indexed: list[tuple[int, str]]
+    images: set[str]
+
+
+def scan(path: Path, identity: str, skip_invalid: bool, max_samples: int | None) -> Scan:
+    """Validate the whole file before any model call; key every valid row."""
     seen: dict[bytes, int] = {}
     keys: list[tuple[int, str]] = []
+    images: set[str] = set()
     problems: list[str] = []
     try:
         for index, row, problem in _rows(path):
@@ -85,6 +94,9 @@ def scan(path: Path, identity: str, skip_invalid: bool, max_samples: int | None)
             occurrence = seen.get(digest, 0)
             seen[digest] = occurrence + 1
             keys.append((index, task_key(row, occurrence, identity)))
+            image = row.get("image") or row.get("docker_image")
+            if isinstance(image, str) and image:
+                images.add(image)
     except UnicodeDecodeError as exc:
         raise DatasetError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})",
                            "save the dataset as UTF-8 JSONL") from exc
@@ -92,7 +104,7 @@ def scan(path: Path, identity: str, skip_invalid: bool, max_samples: int | None)
     if not keys:
         raise DatasetError(f"dataset {path} has no valid prompts",
                            "add lines like {\"prompt\": \"...\"} to the file")
-    return keys
+    return Scan(keys, images)
 
 
 def _report(path: Path, problems: list[str], skip_invalid: bool) -> None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
+import shutil
+import signal
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,16 +15,19 @@ from typing import Any
 
 from hydra.utils import instantiate
 
-from hermes_exp.dataset import open_dataset, scan, stream_tasks
+from hermes_exp import worker
+from hermes_exp.dataset import Task, open_dataset, scan, stream_tasks
+from hermes_exp.errors import LedgerError
+from hermes_exp.plan import intent, pending
+from hermes_exp.progress import Progress
+from hermes_exp.runlock import RunLock
 from hermes_exp.settings import check, identity_config, identity_hash
 from hermes_exp.store import filters as filters_mod
 from hermes_exp.store.export import export
 from hermes_exp.store.ledger import Ledger
-from hermes_exp.progress import Progress
-from hermes_exp.worker import release, run_task
 
-log = logging.getLogger(__name__)
 EXIT_OK, EXIT_TASK_ERRORS, EXIT_INTERRUPTED = 0, 3, 130
+OUTPUT_GLOBS = ("ledger.db*", "trajectories.jsonl", "batch_*.jsonl", "statistics.json")
 
 
 @contextmanager
@@ -35,9 +40,21 @@ def model_endpoint(settings: dict[str, Any]) -> Iterator[str]:
         return
     from hermes_exp.mock_server import MockServer
 
-    knobs = {k: v for k, v in (model.get("mock_server") or {}).items() if k != "autostart"}
-    with MockServer(**knobs) as server:
+    with MockServer(**(model.get("mock_server") or {})) as server:
         yield server.base_url
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops a run the way Ctrl-C does: finished work committed, sandboxes closed."""
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def ledger_row(result: dict[str, Any], filters: list[filters_mod.Filter]) -> dict[str, Any]:
@@ -48,6 +65,7 @@ def ledger_row(result: dict[str, Any], filters: list[filters_mod.Filter]) -> dic
         "toolsets": json.dumps(result.get("toolsets", [])), "result": json.dumps(result, ensure_ascii=False),
         "api_calls": result.get("api_calls", 0), "started_at": result["started_at"],
         "finished_at": result["finished_at"], "reason": None, "error_class": None, "error": None,
+        "task_attempts": result.get("task_attempts", 1),
         "prompt_tokens": sum(u.get("prompt_tokens", 0) for u in usage),
         "completion_tokens": sum(u.get("completion_tokens", 0) for u in usage),
         "reasoning_tokens": sum((u.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0 for u in usage),
@@ -61,65 +79,144 @@ def ledger_row(result: dict[str, Any], filters: list[filters_mod.Filter]) -> dic
 
 
 def run(settings: dict[str, Any]) -> int:
-    """Run one experiment to the end; return the process exit code."""
+    """Run one experiment (or, with action=export, only re-filter and re-export); return the exit code."""
     check(settings)
+    wanted = intent(settings)
     run_dir = Path(settings["run_dir"]).resolve()
     identity = identity_hash(settings)
+    if settings.get("action", "run") == "export":
+        return reexport(settings, run_dir, identity)
     dataset = open_dataset(settings["dataset"]["path"])
-    indexed = scan(dataset, identity, bool(settings["dataset"].get("skip_invalid")), settings.get("max_samples"))
-    ledger = Ledger(run_dir / "ledger.db")
-    try:
-        ledger.claim_identity(identity, identity_config(settings))
-        ledger.reindex(indexed)
-        final = ledger.final_keys()
-        pending = {index: key for index, key in indexed if key not in final}
-        run_id = "hx-" + hashlib.blake2b(str(run_dir).encode(), digest_size=6).hexdigest()
-        code = _dispatch(settings, ledger, dataset, pending, run_id, already=len(indexed) - len(pending))
-        stats = export(ledger, run_dir, settings)
-    finally:
-        ledger.close()
-    _summary(run_dir, stats, len(pending))
+    found = scan(dataset, identity, bool(settings["dataset"].get("skip_invalid")), settings.get("max_samples"))
+    with RunLock(run_dir):
+        ledger = _open_ledger(run_dir, identity, settings)
+        try:
+            ledger.reindex(found.indexed)
+            todo = pending(found.indexed, ledger.states(), wanted)
+            code = _dispatch(settings, ledger, dataset, todo, found.images, len(found.indexed))
+            stats = export(ledger, run_dir, settings)
+        finally:
+            ledger.close()
+    _summary(run_dir, stats, len(todo), interrupted=code == EXIT_INTERRUPTED)
     return code if code != EXIT_OK or not stats["failed"] else EXIT_TASK_ERRORS
 
 
-def _dispatch(settings: dict[str, Any], ledger: Ledger, dataset: Path, pending: dict[int, str],
-              run_id: str, already: int) -> int:
-    if not pending:
-        print(f"nothing to run: all {already} tasks of this run are finished", file=sys.stderr)
+def _open_ledger(run_dir: Path, identity: str, settings: dict[str, Any]) -> Ledger:
+    """Open the run's ledger, refusing another experiment unless resume.new_identity archives it."""
+    ledger = Ledger(run_dir / "ledger.db")
+    try:
+        ledger.claim_identity(identity, identity_config(settings))
+        return ledger
+    except LedgerError:
+        old = ledger.meta("identity") or "unknown"
+        ledger.close()
+        if not (settings.get("resume") or {}).get("new_identity"):
+            raise
+    archive = run_dir / "archive" / f"{time.strftime('%Y%m%d-%H%M%S')}-{old.split(':')[-1]}"
+    archive.mkdir(parents=True)
+    for pattern in OUTPUT_GLOBS:
+        for path in run_dir.glob(pattern):
+            shutil.move(str(path), archive / path.name)
+    print(f"archived the previous experiment of {run_dir} to {archive}", file=sys.stderr)
+    ledger = Ledger(run_dir / "ledger.db")
+    ledger.claim_identity(identity, identity_config(settings))
+    return ledger
+
+
+def _dispatch(settings: dict[str, Any], ledger: Ledger, dataset: Path, todo: dict[int, str],
+              images: set[str], total: int) -> int:
+    if not todo:
+        print(f"nothing to run: all {total} tasks of this run are settled", file=sys.stderr)
         return EXIT_OK
+    run_id = "hx-" + hashlib.blake2b(str(ledger.path.parent).encode(), digest_size=6).hexdigest()
     filters = filters_mod.build(settings.get("filters"))
     executor = instantiate(settings["executor"])
-    progress = Progress(total=len(pending), already=already)
+    progress = Progress(total=len(todo), already=total - len(todo))
     invocation = ledger.start_invocation()
     ran = calls = 0
-    with model_endpoint(settings) as base_url:
+    interrupted = False
+    with model_endpoint(settings) as base_url, sigterm_as_interrupt():
         settings = {**settings, "runtime": {"base_url": base_url, "run_id": run_id}}
         try:
-            for result in executor.map_unordered(run_task, settings, stream_tasks(dataset, pending)):
+            _preflight(settings, images)
+            for result in executor.map_unordered(worker.run_task, settings, _marked(ledger, dataset, todo)):
+                if result["state"] == "cancelled":
+                    continue
                 row = ledger_row(result, filters)
                 ledger.record(row, int(settings["batch_size"]))
                 ran, calls = ran + 1, calls + row["api_calls"]
                 progress.update(row["state"])
         except KeyboardInterrupt:
-            progress.close()
-            print(f"\ninterrupted: {ran} finished tasks are saved; run the same command again to resume",
-                  file=sys.stderr)
-            return EXIT_INTERRUPTED
+            interrupted = True
         finally:
+            progress.close()
+            _stop_workers(run_id, grace=float((settings.get("resume") or {}).get("grace_seconds", 10)))
             ledger.finish_invocation(invocation, ran, calls)
-            release(run_id)
-    progress.close()
+    return EXIT_INTERRUPTED if interrupted else EXIT_OK
+
+
+def _preflight(settings: dict[str, Any], images: set[str]) -> None:
+    """Checks that fail the whole run before any task starts (engine down, bubblewrap missing)."""
+    factory = worker.runtime_for(settings).sandboxes
+    if hasattr(factory, "preflight"):
+        factory.preflight(images)
+
+
+def _marked(ledger: Ledger, dataset: Path, todo: dict[int, str]) -> Iterator[Task]:
+    for task in stream_tasks(dataset, todo):
+        if worker.CANCEL.is_set():
+            return
+        ledger.mark_running(task.key, task.index, task.row["prompt"])
+        yield task
+
+
+def _stop_workers(run_id: str, grace: float) -> None:
+    """Let conversations in flight end at their next turn, then close whatever sandbox is left."""
+    if worker.in_flight():
+        worker.CANCEL.set()
+        deadline = time.monotonic() + grace
+        while worker.in_flight() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    worker.release(run_id)
+    worker.CANCEL.clear()
+
+
+def reexport(settings: dict[str, Any], run_dir: Path, identity: str) -> int:
+    """action=export: re-apply the current filters to every finished task and rewrite the outputs,
+    without a single model call."""
+    if not (run_dir / "ledger.db").is_file():
+        raise LedgerError(f"no ledger in {run_dir}", "check run_name=...; action=export works on an existing run")
+    filters = filters_mod.build(settings.get("filters"))
+    with RunLock(run_dir):
+        ledger = Ledger(run_dir / "ledger.db")
+        try:
+            ledger.claim_identity(identity, identity_config(settings))
+            changed = 0
+            for row in ledger.rows(("done", "filtered")):
+                reason = filters_mod.first_reason(filters, json.loads(row["result"]))
+                state = "filtered" if reason else "done"
+                if (state, reason) != (row["state"], row["reason"]):
+                    ledger.set_state(row["key"], state, reason)
+                    changed += 1
+            stats = export(ledger, run_dir, settings)
+        finally:
+            ledger.close()
+    print(f"re-applied filters: {changed} task(s) changed state", file=sys.stderr)
+    _summary(run_dir, stats, 0, interrupted=False)
     return EXIT_OK
 
 
-def _summary(run_dir: Path, stats: dict[str, Any], ran: int) -> None:
+def _summary(run_dir: Path, stats: dict[str, Any], ran: int, interrupted: bool) -> None:
     why = lambda counts: f" ({', '.join(f'{k}: {v}' for k, v in counts.items())})" if counts else ""  # noqa: E731
     print(
         f"\n{stats['kept']} kept, {stats['filtered']} filtered{why(stats['discarded'])}, "
         f"{stats['failed']} failed{why(stats['errors'])} of {stats['total_prompts']} prompts "
-        f"({ran} run now, {stats['api_calls']} model calls in all)\n"
+        f"({ran} planned now, {stats['api_calls']} model calls in all)\n"
         f"  trajectories: {run_dir / 'trajectories.jsonl'}\n"
         f"  statistics:   {run_dir / 'statistics.json'}\n"
         f"  ledger:       {run_dir / 'ledger.db'}", file=sys.stderr)
-    if stats["failed"]:
+    if interrupted:
+        print("interrupted: finished tasks are saved. To resume, run the same command again:\n  "
+              + " ".join(["hermes-exp", *sys.argv[1:]]), file=sys.stderr)
+    elif stats["failed"]:
         print("  some tasks failed; run the same command again to retry them", file=sys.stderr)

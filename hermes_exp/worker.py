@@ -11,7 +11,7 @@ from typing import Any
 
 from hydra.utils import instantiate
 
-from hermes_exp.agent.loop import Outcome, run_agent
+from hermes_exp.agent.loop import Cancelled, Outcome, run_agent
 from hermes_exp.agent.model import ModelClient
 from hermes_exp.dataset import Task
 from hermes_exp.distribution import draw
@@ -21,6 +21,9 @@ from hermes_exp.tools.registry import tool_schemas
 
 _RUNTIMES: dict[str, "Runtime"] = {}
 _LOCK = threading.Lock()
+# Set by the parent when the run stops early; conversations end at their next turn.
+CANCEL = threading.Event()
+_in_flight = 0
 
 
 class Runtime:
@@ -55,9 +58,39 @@ def release(run_id: str) -> None:
         runtime.sandboxes.shutdown()
 
 
+def in_flight() -> int:
+    """Tasks of this process currently inside run_task."""
+    return _in_flight
+
+
+def _track(delta: int) -> None:
+    global _in_flight
+    with _LOCK:
+        _in_flight += delta
+
+
 def run_task(settings: dict[str, Any], task: Task) -> dict[str, Any]:
+    """Run one task, retrying the whole task on transient failures (bounded, with backoff)."""
+    _track(+1)
+    try:
+        attempts = max(1, int((settings.get("resume") or {}).get("task_attempts", 2)))
+        for attempt in range(1, attempts + 1):
+            result = _attempt(settings, task)
+            result["task_attempts"] = attempt
+            if result["state"] != "error" or not result.get("transient") or attempt == attempts:
+                return result
+            if CANCEL.wait(min(2.0 ** attempt, 30.0)):
+                break
+        return result
+    finally:
+        _track(-1)
+
+
+def _attempt(settings: dict[str, Any], task: Task) -> dict[str, Any]:
     started = time.time()
     result: dict[str, Any] = {"key": task.key, "index": task.index, "row": task.row, "started_at": started}
+    if CANCEL.is_set():
+        return {**result, "state": "cancelled", "finished_at": time.time()}
     try:
         runtime = runtime_for(settings)
         toolsets = draw(runtime.toolsets, int(settings["seed"]), task.key)
@@ -66,12 +99,18 @@ def run_task(settings: dict[str, Any], task: Task) -> dict[str, Any]:
         result["tools_offered"] = [t["function"]["name"] for t in tools]
         sandbox = runtime.sandboxes.open(task.key, task.row)
         try:
-            outcome = run_agent(runtime.client, sandbox, task.row["prompt"], tools, settings, list(runtime.prefix))
+            outcome = run_agent(runtime.client, sandbox, task.row["prompt"], tools, settings,
+                                list(runtime.prefix), CANCEL)
         finally:
             sandbox.close()
         result.update(_finished(outcome))
+    except Cancelled:
+        result["state"] = "cancelled"
     except ProviderError as exc:
         result.update(state="error", error_class=exc.error_class, transient=exc.transient, error=str(exc))
+        partial: Outcome | None = getattr(exc, "outcome", None)
+        if partial is not None:
+            result.update(api_calls=partial.api_calls, usage=partial.usage, messages=partial.messages)
     except SandboxError as exc:
         result.update(state="error", error_class="sandbox", transient=True, error=str(exc))
     except HermesExpError as exc:

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from hermes_exp.agent.model import ModelClient
+from hermes_exp.errors import ProviderError
 from hermes_exp.sandbox.base import Sandbox
 from hermes_exp.tools.registry import call_tool, is_failure
 
 # Stop a conversation whose model keeps calling tools that do not exist or with broken arguments.
 MAX_CONSECUTIVE_INVALID = 3
+
+
+class Cancelled(Exception):
+    """The run is stopping (Ctrl-C, SIGTERM, budget): end this conversation without a result."""
 
 
 @dataclass
@@ -36,7 +42,8 @@ def to_wire(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_agent(client: ModelClient, sandbox: Sandbox, prompt: str, tools: list[dict[str, Any]],
-              settings: dict[str, Any], prefix: list[dict[str, Any]]) -> Outcome:
+              settings: dict[str, Any], prefix: list[dict[str, Any]],
+              cancel: threading.Event | None = None) -> Outcome:
     """`prefix` (system prompt with its ephemeral part, prefill) is sent but never saved."""
     system = settings.get("system_prompt")
     saved = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
@@ -45,8 +52,14 @@ def run_agent(client: ModelClient, sandbox: Sandbox, prompt: str, tools: list[di
     offered = [t["function"]["name"] for t in tools]
     invalid_streak = 0
     for _ in range(int(settings["max_turns"])):
+        if cancel is not None and cancel.is_set():
+            raise Cancelled()
         started = time.time()
-        reply = client.complete(wire, tools)
+        try:
+            reply = client.complete(wire, tools)
+        except ProviderError as exc:
+            exc.outcome = out  # calls already made (and paid for) stay on record
+            raise
         out.api_calls += 1
         out.usage.append({**reply.usage, "served_by": reply.served_by, "attempts": reply.attempts,
                           "seconds": round(time.time() - started, 3)})

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from hermes_exp.errors import SandboxError, ToolError
 from hermes_exp.sandbox.base import ExecResult, confine
-from hermes_exp.sandbox.process import clean_env, run_group
+from hermes_exp.sandbox.process import clean_env, kill_group, run_group
 
 
 class LocalSandbox:
@@ -23,12 +24,14 @@ class LocalSandbox:
         self._output_limit = output_limit
         self._env = clean_env(self.workdir, env)
         self._keep = keep
+        self._live: set[int] = set()
+        self.closed = False
 
     def exec(self, command: str, timeout: float) -> ExecResult:
         if not self.root.is_dir():
             raise SandboxError(f"sandbox directory {self.root} is gone")
         return run_group(["/bin/sh", "-c", command], cwd=self.workdir, env=self._env,
-                         timeout=timeout, output_limit=self._output_limit)
+                         timeout=timeout, output_limit=self._output_limit, live=self._live)
 
     def host_path(self, path: str) -> Path:
         """The host path of a sandbox path, refusing escapes (including through symlinks)."""
@@ -52,29 +55,52 @@ class LocalSandbox:
         target.write_bytes(data)
 
     def close(self) -> None:
+        """Kill whatever still runs (close may come from another thread on shutdown), remove the dir."""
+        self.closed = True
+        for pid in list(self._live):
+            kill_group(pid)
         if not self._keep:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
 class LocalSandboxFactory:
-    """Opens LocalSandboxes under `root` (default: the system temp dir)."""
+    """Opens LocalSandboxes under `root` (default: the system temp dir), named after the run so
+    that directories left by a killed run are removed when the run starts again."""
 
     def __init__(self, root: str | None = None, output_limit: int = 20000, keep: bool = False,
-                 env: dict[str, str] | None = None, **_: Any) -> None:
+                 env: dict[str, str] | None = None, run_id: str = "hx", **_: Any) -> None:
         self._root = root
         self._output_limit = int(output_limit)
         self._keep = bool(keep)
         self._env = dict(env or {})
+        self._run_id = run_id
+        self._live: set[LocalSandbox] = set()
+        self._lock = threading.Lock()
+
+    def preflight(self, rows_images: set[str] | None = None) -> None:
+        """Remove this run's leftovers (a SIGKILLed runner cannot clean up after itself)."""
+        if self._keep:
+            return
+        for leftover in Path(self._root or tempfile.gettempdir()).glob(f"{self._run_id}-*"):
+            shutil.rmtree(leftover, ignore_errors=True)
 
     def open(self, task_key: str, row: dict[str, Any]) -> LocalSandbox:
         if self._root:
             os.makedirs(self._root, exist_ok=True)
-        prefix = "hx-" + task_key.split(":")[-1][:12] + "-"
+        prefix = f"{self._run_id}-{task_key.split(':')[-1][:12]}-"
         try:
             path = Path(tempfile.mkdtemp(prefix=prefix, dir=self._root))
         except OSError as exc:
             raise SandboxError(f"cannot create a sandbox directory under {self._root or tempfile.gettempdir()}: {exc}") from exc
-        return LocalSandbox(path, output_limit=self._output_limit, env=self._env, keep=self._keep)
+        box = LocalSandbox(path, output_limit=self._output_limit, env=self._env, keep=self._keep)
+        with self._lock:
+            self._live = {b for b in self._live if not b.closed} | {box}
+        return box
 
     def shutdown(self) -> None:
-        return None
+        """Close every sandbox still open (tasks cut short by an interrupt)."""
+        with self._lock:
+            live, self._live = self._live, set()
+        for box in live:
+            if not box.closed:
+                box.close()

@@ -28,6 +28,7 @@ def run_group(
     timeout: float,
     output_limit: int,
     preexec: Callable[[], None] | None = None,
+    live: set[int] | None = None,
 ) -> ExecResult:
     """Run `argv` in its own session; on timeout kill the whole group. Output goes through a temp
     file, so a command that prints gigabytes costs disk, not memory, and never deadlocks a pipe."""
@@ -37,6 +38,8 @@ def run_group(
             start_new_session=True, preexec_fn=preexec, close_fds=True,
         )
         timed_out = False
+        if live is not None:
+            live.add(proc.pid)  # so closing the sandbox from another thread can kill the group
         try:
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -44,6 +47,8 @@ def run_group(
         finally:
             kill_group(proc.pid)
             proc.wait()
+            if live is not None:
+                live.discard(proc.pid)
         text, truncated = read_bounded(out, output_limit)
     code = proc.returncode if not timed_out else 124
     if timed_out:

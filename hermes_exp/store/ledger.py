@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +22,10 @@ class Ledger:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self.db = sqlite_utils.Database(path)
+        # One connection shared by the parent's threads (joblib dispatches from callback threads);
+        # every write holds the lock, so the parent stays the single, serialized writer.
+        self.db = sqlite_utils.Database(sqlite3.connect(path, check_same_thread=False))
+        self.lock = threading.RLock()
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.execute("PRAGMA busy_timeout=5000")
@@ -36,7 +41,7 @@ class Ledger:
         return row[0] if row else None
 
     def set_meta(self, values: dict[str, str]) -> None:
-        with self.db.conn:
+        with self.lock, self.db.conn:
             self.db["meta"].upsert_all([{"key": k, "value": v} for k, v in values.items()], pk="key")
 
     def claim_identity(self, identity: str, identity_config: dict[str, Any]) -> None:
@@ -58,40 +63,56 @@ class Ledger:
         marks = ",".join("?" * len(FINAL_STATES))
         return {r[0] for r in self.db.execute(f"SELECT key FROM tasks WHERE state IN ({marks})", FINAL_STATES)}
 
+    def states(self) -> dict[str, tuple[str, str | None]]:
+        """key -> (state, error class) for every task this run has seen."""
+        return {k: (s, c) for k, s, c in self.db.execute("SELECT key, state, error_class FROM tasks")}
+
+    def mark_running(self, key: str, index: int, prompt: str) -> None:
+        """Record that a task was dispatched. A `running` row left by a crash counts as not done."""
+        now = time.time()
+        with self.lock, self.db.conn:
+            self.db.execute(
+                "INSERT INTO tasks (key, prompt_index, prompt, state, attempts, started_at, updated_at) "
+                "VALUES (?, ?, ?, 'running', 0, ?, ?) "
+                "ON CONFLICT(key) DO UPDATE SET state = 'running', started_at = excluded.started_at, "
+                "updated_at = excluded.updated_at",
+                [key, index, prompt, now, now])
+
     def reindex(self, indexed: list[tuple[int, str]]) -> None:
         """Keep prompt_index equal to each task's line in the current dataset file."""
-        with self.db.conn:
+        with self.lock, self.db.conn:
             self.db.conn.executemany(
                 "UPDATE tasks SET prompt_index = ? WHERE key = ? AND prompt_index IS NOT ?",
                 [(i, k, i) for i, k in indexed])
 
     # -- recording --------------------------------------------------------------------------
     def start_invocation(self) -> int:
-        with self.db.conn:
+        with self.lock, self.db.conn:
             table = self.db["invocations"].insert({"started_at": time.time(), "tasks_run": 0, "model_calls": 0})
         row = self.db.execute("SELECT COALESCE(MAX(batch_num), -1) FROM tasks").fetchone()
         self._batch = (row[0] + 1, 0)
         return table.last_pk
 
     def finish_invocation(self, invocation: int, tasks_run: int, model_calls: int) -> None:
-        with self.db.conn:
+        with self.lock, self.db.conn:
             self.db["invocations"].update(invocation, {"finished_at": time.time(), "tasks_run": tasks_run,
                                                        "model_calls": model_calls})
 
     def record(self, row: dict[str, Any], batch_size: int) -> None:
         """Commit one task's result. Finished tasks get the next slot of the current batch."""
-        if row["state"] in FINAL_STATES:
-            batch, used = self._batch or (0, 0)
-            row["batch_num"] = batch
-            self._batch = (batch + 1, 0) if used + 1 >= batch_size else (batch, used + 1)
-        previous = self.db.execute("SELECT attempts FROM tasks WHERE key = ?", [row["key"]]).fetchone()
-        row["attempts"] = (previous[0] or 0) + 1 if previous else 1
-        row["updated_at"] = time.time()
-        with self.db.conn:
-            self.db["tasks"].upsert(row, pk="key", alter=False)
+        with self.lock:
+            if row["state"] in FINAL_STATES:
+                batch, used = self._batch or (0, 0)
+                row["batch_num"] = batch
+                self._batch = (batch + 1, 0) if used + 1 >= batch_size else (batch, used + 1)
+            previous = self.db.execute("SELECT attempts FROM tasks WHERE key = ?", [row["key"]]).fetchone()
+            row["attempts"] = (previous[0] or 0) + row.pop("task_attempts", 1)
+            row["updated_at"] = time.time()
+            with self.db.conn:
+                self.db["tasks"].upsert(row, pk="key", alter=False)
 
     def set_state(self, key: str, state: str, reason: str | None) -> None:
-        with self.db.conn:
+        with self.lock, self.db.conn:
             self.db.execute("UPDATE tasks SET state = ?, reason = ? WHERE key = ?", [state, reason, key])
 
     # -- reading ----------------------------------------------------------------------------
