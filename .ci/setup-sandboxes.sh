@@ -8,7 +8,8 @@
 # ENVFILE defaults to $HX_DOCKER_DIR/env; `source` it to get DOCKER_HOST (and the test image names).
 set -euo pipefail
 
-D="${HX_DOCKER_DIR:-/tmp/hx-dockerd}"           # data root, exec root, socket, pid file and log live here
+# data root, exec root, socket, pid file and log; not under /tmp, where sandboxes glob for leftovers
+D="${HX_DOCKER_DIR:-/var/tmp/hermes-exp-dockerd}"
 IMAGE1="${HX_TEST_IMAGE:-hermes-exp-test/busybox:latest}"
 IMAGE2="${HX_TEST_IMAGE2:-hermes-exp-test/busybox2:latest}"
 SOCK="unix://$D/docker.sock"
@@ -95,6 +96,7 @@ write_env() {
     mkdir -p "$(dirname "$envfile")"
     cat >"$envfile" <<ENV
 export DOCKER_HOST=$SOCK
+export HX_DOCKER_DIR=$D
 export HX_TEST_IMAGE=$IMAGE1
 export HX_TEST_IMAGE2=$IMAGE2
 ENV
@@ -104,6 +106,10 @@ ENV
 
 main() {
     if [[ "${1:-}" == "stop" ]]; then
+        if [[ -n "${2:-}" && -f "$2" ]]; then  # the engine that ENVFILE points at
+            local host; host="$(sed -n 's/^export DOCKER_HOST=unix:\/\///p' "$2")"
+            [[ -n "$host" ]] && D="$(dirname "$host")"
+        fi
         stop_engine
         return
     fi

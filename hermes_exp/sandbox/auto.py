@@ -54,7 +54,7 @@ class AutoSandboxFactory:
 
     def preflight(self, rows_images: set[str] | None = None) -> None:
         factory = self._factory()
-        if isinstance(factory, BwrapSandboxFactory):
+        if hasattr(factory, "preflight"):
             factory.preflight(rows_images)
 
     def open(self, task_key: str, row: dict[str, Any]) -> Sandbox:

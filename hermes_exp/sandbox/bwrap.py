@@ -20,7 +20,7 @@ from typing import Any
 from hermes_exp.errors import SandboxError
 from hermes_exp.sandbox.base import ExecResult, confine
 from hermes_exp.sandbox.local import LocalSandbox
-from hermes_exp.sandbox.process import clean_env, run_group
+from hermes_exp.sandbox.process import clean_env, kill_group, run_group
 
 log = logging.getLogger(__name__)
 
@@ -159,15 +159,17 @@ class BwrapSandbox:
         self._preexec = preexec
         self._cgroup = cgroup
         self._host = LocalSandbox(root, output_limit=output_limit, env=env, keep=keep)
-        self._closed = False
+        self._live: set[int] = set()  # bwrap pids of running commands, for close() from another thread
+        self.closed = False
 
     def exec(self, command: str, timeout: float) -> ExecResult:
-        if self._closed or not self.root.is_dir():
+        if self.closed or not self.root.is_dir():
             raise SandboxError(f"bwrap sandbox directory {self.root} is gone")
         # Killing bwrap's process group on timeout is enough: --die-with-parent takes down the
         # sandbox's pid 1, and with it every process of its pid namespace.
         return run_group(self._argv + ["/bin/sh", "-c", command], cwd=str(self.root), env=self._env,
-                         timeout=timeout, output_limit=self._output_limit, preexec=self._preexec)
+                         timeout=timeout, output_limit=self._output_limit, preexec=self._preexec,
+                         live=self._live)
 
     def read_file(self, path: str) -> bytes:
         return self._host.read_file(confine(WORKDIR, path))
@@ -176,20 +178,23 @@ class BwrapSandbox:
         self._host.write_file(confine(WORKDIR, path), data)
 
     def close(self) -> None:
-        if self._closed:
+        if self.closed:
             return
-        self._closed = True
+        self.closed = True
+        for pid in list(self._live):
+            kill_group(pid)
         if self._cgroup:
             remove_cgroup(self._cgroup)
         self._host.close()
 
 
 class BwrapSandboxFactory:
-    """Opens BwrapSandboxes; checks once (lazily, or in preflight) that bubblewrap works here."""
+    """Opens BwrapSandboxes; checks once (lazily, or in preflight) that bubblewrap works here.
+    Task directories and cgroups are named after the run, so a killed run's leftovers are found."""
 
     def __init__(self, root: str | None = None, output_limit: int = 20000, keep: bool = False,
                  env: dict[str, str] | None = None, memory_mb: int = 4096, cpu_seconds: int = 600,
-                 pids_limit: int = 512, run_id: str = "run", **_: Any) -> None:
+                 pids_limit: int = 512, run_id: str = "hx", **_: Any) -> None:
         self._root = root
         self._output_limit = int(output_limit)
         self._keep = bool(keep)
@@ -200,10 +205,23 @@ class BwrapSandboxFactory:
         self._run_id = re.sub(r"[^A-Za-z0-9_.-]", "_", str(run_id))[:40]
         self._bwrap: str | None = None
         self._lock = threading.Lock()
+        self._live: set[BwrapSandbox] = set()
 
     def preflight(self, rows_images: set[str] | None = None) -> None:
-        """Fail once, up front, if bubblewrap is missing or cannot create its namespaces here."""
+        """Fail once, up front, if bubblewrap is missing or cannot create its namespaces here; remove
+        what a killed earlier invocation of this run left (called before any task starts)."""
         self._checked_bwrap()
+        for group in self._leftovers(PIDS_CGROUP_ROOT / "hermes-exp"):
+            remove_cgroup(group)
+        if not self._keep:
+            for leftover in self._leftovers(Path(self._root or tempfile.gettempdir())):
+                shutil.rmtree(leftover, ignore_errors=True)
+
+    def _leftovers(self, parent: Path) -> list[Path]:
+        """This run's task dirs (or cgroups) under `parent`: exactly the names open() makes, so that
+        nothing else in a shared temp dir can match."""
+        name = re.compile(re.escape(self._run_id) + r"-[A-Za-z0-9]{1,12}-[a-z0-9_]{8}")
+        return [p for p in (parent.iterdir() if parent.is_dir() else []) if name.fullmatch(p.name)]
 
     def _checked_bwrap(self) -> str:
         with self._lock:
@@ -221,17 +239,23 @@ class BwrapSandboxFactory:
         bwrap = self._checked_bwrap()
         if self._root:
             os.makedirs(self._root, exist_ok=True)
-        prefix = "hx-bw-" + task_key.split(":")[-1][:12] + "-"
+        prefix = f"{self._run_id}-{re.sub(r'[^A-Za-z0-9]', '', task_key.split(':')[-1])[:12] or 'task'}-"
         try:
             root = Path(tempfile.mkdtemp(prefix=prefix, dir=self._root))
         except OSError as exc:
             raise SandboxError(f"cannot create a sandbox directory under {self._root or tempfile.gettempdir()}: {exc}") from exc
         # No chown needed: bwrap maps uid 1000 inside to the caller's uid, which owns `root`.
-        cgroup = make_pids_cgroup(f"{self._run_id}-{root.name}", self._pids_limit) if self._pids_limit > 0 else None
-        env = clean_env(WORKDIR, self._env)
-        return BwrapSandbox(root, argv=bwrap_args(bwrap, str(root), env), output_limit=self._output_limit,
-                            env=self._env, keep=self._keep, cgroup=cgroup,
-                            preexec=limiter(self._memory_mb, self._cpu_seconds, cgroup))
+        cgroup = make_pids_cgroup(root.name, self._pids_limit) if self._pids_limit > 0 else None
+        box = BwrapSandbox(root, argv=bwrap_args(bwrap, str(root), clean_env(WORKDIR, self._env)),
+                           output_limit=self._output_limit, env=self._env, keep=self._keep, cgroup=cgroup,
+                           preexec=limiter(self._memory_mb, self._cpu_seconds, cgroup))
+        with self._lock:
+            self._live = {b for b in self._live if not b.closed} | {box}
+        return box
 
     def shutdown(self) -> None:
-        return None
+        """Close every sandbox still open (tasks cut short by an interrupt). Safe to call twice."""
+        with self._lock:
+            live, self._live = self._live, set()
+        for box in live:
+            box.close()

@@ -85,8 +85,10 @@ class DockerSandbox:
         self._closed = False
 
     def exec(self, command: str, timeout: float) -> ExecResult:
-        """Stream the exec's output in a thread; on timeout kill every process of the container but
-        its pid 1 (`kill -9 -1` from a second exec), falling back to restarting the container."""
+        """Stream the output in a thread while watching the clock and the command. When the command
+        ends but background children keep its output open, or on timeout, every process of the
+        container but pid 1 is killed (`kill -9 -1`, so one command at a time per sandbox), as the
+        local backend kills the command's process group."""
         if self._closed:
             raise SandboxError(f"docker sandbox {self.container_id[:12]} is closed")
         capture = _Capture(self._output_limit)
@@ -94,32 +96,41 @@ class DockerSandbox:
             exec_id = self._api.exec_create(self.container_id, ["sh", "-c", command],
                                             workdir=self.workdir, environment=self._env)["Id"]
             stream = self._api.exec_start(exec_id, stream=True)
+            reader = threading.Thread(target=lambda: [capture.add(c) for c in stream], daemon=True)
+            reader.start()
+            timed_out = self._wait(exec_id, reader, time.monotonic() + timeout)
+            if reader.is_alive():
+                self._kill_processes(reader)
+            code = 124 if timed_out else self._exit_code(exec_id)
         except _engine_errors() as exc:
             raise SandboxError(f"docker exec failed in container {self.container_id[:12]}: {exc}") from exc
-        reader = threading.Thread(target=lambda: [capture.add(c) for c in stream], daemon=True)
-        reader.start()
-        reader.join(timeout)
-        timed_out = reader.is_alive()
-        if timed_out:
-            self._kill_processes(reader)
         text, truncated = capture.text()
         if timed_out:
-            return ExecResult(124, text + f"\n[command timed out after {timeout:g}s; its processes were killed]",
-                              timed_out=True, truncated=truncated)
-        return ExecResult(self._exit_code(exec_id), text, truncated=truncated)
+            text += f"\n[command timed out after {timeout:g}s; its processes were killed]"
+        return ExecResult(code, text, timed_out=timed_out, truncated=truncated)
+
+    def _wait(self, exec_id: str, reader: threading.Thread, deadline: float) -> bool:
+        """Wait for the output to end or the command to exit; True if the deadline came first."""
+        step = 0.1
+        while reader.is_alive():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return True
+            reader.join(min(step, remaining))
+            step = min(step * 2, 1.0)  # quick commands answer fast; long ones cost few inspects
+            if reader.is_alive() and not self._api.exec_inspect(exec_id).get("Running"):
+                return False
+        return False
 
     def _kill_processes(self, reader: threading.Thread) -> None:
-        try:
-            self._api.exec_start(self._api.exec_create(self.container_id, ["sh", "-c", "kill -9 -1"],
-                                                       user="0")["Id"])
+        kill = self._api.exec_create(self.container_id, ["sh", "-c", "kill -9 -1"], user="0")
+        self._api.exec_start(kill["Id"])
+        reader.join(KILL_GRACE)
+        if reader.is_alive():  # no `kill` in the image, or processes stuck: restart pid 1
+            log.warning("docker sandbox %s: restarting the container to stop a command",
+                        self.container_id[:12])
+            self._api.restart(self.container_id, timeout=0)
             reader.join(KILL_GRACE)
-            if reader.is_alive():  # no `kill` in the image, or processes stuck: restart pid 1
-                log.warning("docker sandbox %s: restarting the container to end a timed-out command",
-                            self.container_id[:12])
-                self._api.restart(self.container_id, timeout=0)
-                reader.join(KILL_GRACE)
-        except _engine_errors() as exc:
-            raise SandboxError(f"could not stop a timed-out command in {self.container_id[:12]}: {exc}") from exc
 
     def _exit_code(self, exec_id: str) -> int:
         for _ in range(50):  # the engine records the exit code just after the stream ends

@@ -100,3 +100,13 @@ def test_auto_falls_back_to_local_without_bwrap(monkeypatch: pytest.MonkeyPatch,
         assert sb.exec("echo fine", timeout=10).output.strip() == "fine"
     finally:
         sb.close()
+
+
+def test_preflight_removes_only_this_runs_leftovers(bwrap_factory, tmp_path: Path) -> None:
+    factory = bwrap_factory(root=str(tmp_path), run_id="hx-0123abcd")
+    leftover = tmp_path / "hx-0123abcd-9f3a00112233-ab12cd_9"  # what open() names a task dir
+    strangers = [tmp_path / "hx-0123abcd-notes", tmp_path / "hx-0123abcdef-9f3a00112233-ab12cd_9"]
+    for d in (leftover, *strangers):
+        d.mkdir()
+    factory.preflight(set())
+    assert not leftover.exists() and all(d.exists() for d in strangers)

@@ -54,6 +54,16 @@ def test_timeout_kills_process_tree(sandbox) -> None:
         sandbox.read_file("late.txt")
 
 
+def test_background_child_neither_blocks_nor_outlives_the_command(sandbox) -> None:
+    started = time.monotonic()
+    result = sandbox.exec("(sleep 1; echo late > late.txt) & echo started", timeout=20)
+    assert not result.timed_out and result.exit_code == 0 and "started" in result.output
+    assert time.monotonic() - started < 5
+    time.sleep(1.5)
+    with pytest.raises(ToolError):
+        sandbox.read_file("late.txt")
+
+
 def test_output_over_limit_is_truncated(sandbox) -> None:
     result = sandbox.exec("head -c 100000 /dev/zero | tr '\\0' x; echo END", timeout=20)
     assert result.truncated
@@ -214,3 +224,25 @@ def test_memory_limit(sandbox) -> None:
     result = sandbox.exec("x=$(head -c 300000000 /dev/zero | tr '\\0' a); echo len=${#x}", timeout=60)
     assert "len=300000000" not in result.output
     assert result.exit_code != 0 or result.timed_out
+
+
+def test_shutdown_closes_sandboxes_still_open(backend: Backend, factory) -> None:
+    """The runner's end (or an interrupt) calls shutdown() while a task may still be in a command."""
+    sb = factory.open("v1:inflight", {})
+    ident = backend.ident(sb)
+    outcome: list[object] = []
+
+    def run() -> None:
+        try:
+            outcome.append(sb.exec("sleep 30", timeout=60))
+        except Exception as exc:  # a SandboxError is a fine way to learn the sandbox is gone
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    time.sleep(0.5)
+    factory.shutdown()
+    worker.join(15)
+    assert outcome, "the command kept running after shutdown()"
+    assert not backend.exists(ident)
+    sb.close()  # the task's own close, after shutdown, is harmless

@@ -3,6 +3,8 @@ limits, the reaper (this run's leftovers only), the live-container cap, and an u
 
 from __future__ import annotations
 
+import socket
+import subprocess
 import threading
 import time
 import uuid
@@ -85,6 +87,8 @@ def test_reaper_removes_only_this_runs_leftovers(make_factory, docker_client) ->
     keep = ["sh", "-c", "while :; do sleep 3600; done"]
     leftover = docker_client.containers.run(IMAGE, keep, detach=True, network_mode="none",
                                             labels={RUN_LABEL: factory.run_id})  # no owner: crashed runner
+    dead = docker_client.containers.run(IMAGE, keep, detach=True, network_mode="none", labels={
+        RUN_LABEL: factory.run_id, OWNER_LABEL: f"{socket.gethostname()}:{_dead_pid()}"})
     foreign = docker_client.containers.run(IMAGE, keep, detach=True, network_mode="none",
                                            labels={RUN_LABEL: other_run, OWNER_LABEL: "elsewhere:1"})
     try:
@@ -92,7 +96,7 @@ def test_reaper_removes_only_this_runs_leftovers(make_factory, docker_client) ->
         live = factory.open("v1:live", {})  # made by this (live) process: preflight must not touch it
         factory.preflight(set())
         ids = {c.id for c in docker_client.containers.list(all=True)}
-        assert leftover.id not in ids and foreign.id in ids and live.container_id in ids
+        assert leftover.id not in ids and dead.id not in ids and foreign.id in ids and live.container_id in ids
         factory.shutdown()  # removes all of this run's containers, still none of the other run's
         factory.shutdown()
         ids = {c.id for c in docker_client.containers.list(all=True)}
@@ -100,10 +104,17 @@ def test_reaper_removes_only_this_runs_leftovers(make_factory, docker_client) ->
         live.close()  # closing after shutdown is harmless
     finally:
         foreign.remove(force=True)
-        try:
-            leftover.remove(force=True)
-        except Exception:
-            pass
+        for c in (leftover, dead):
+            try:
+                c.remove(force=True)
+            except Exception:
+                pass
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
 
 
 def test_max_sandboxes_caps_live_containers(make_factory) -> None:
