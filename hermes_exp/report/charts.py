@@ -1,0 +1,104 @@
+"""The report's plots, made with plotly: one trace per run, so a sweep's runs stand side by side.
+
+Each function returns a chart's HTML fragment (a div and its script; plotly.js itself is inlined
+once by the page), or None when there is nothing to plot."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import plotly.graph_objects as go
+
+from hermes_exp.report.data import RunData
+
+STATE_COLORS = {"done": "#2e9d5b", "filtered": "#d9a21b", "error": "#c9433a", "running": "#7a7f87"}
+STATE_NAMES = {"done": "kept", "filtered": "filtered", "error": "failed", "running": "running"}
+
+
+def _html(fig: go.Figure, title: str, y_title: str, height: int = 340) -> str:
+    fig.update_layout(title={"text": title, "x": 0.01}, template="plotly_white", height=height,
+                      margin={"l": 60, "r": 20, "t": 50, "b": 50}, barmode=fig.layout.barmode or "group",
+                      legend={"orientation": "h", "y": -0.2}, yaxis_title=y_title)
+    return fig.to_html(full_html=False, include_plotlyjs=False,
+                       config={"displaylogo": False, "responsive": True})
+
+
+def _grouped(runs: list[RunData], values: list[dict[str, float]], title: str, y_title: str,
+             percent: bool = False) -> str | None:
+    """Bars per category (x), one trace per run; categories in order of first appearance."""
+    categories = list(dict.fromkeys(k for v in values for k in v))
+    if not categories:
+        return None
+    fig = go.Figure([go.Bar(name=run.label, x=categories, y=[v.get(c, 0) for c in categories],
+                            texttemplate="%{y:.0f}%" if percent else "%{y}", textposition="outside",
+                            textfont_size=10, cliponaxis=False)
+                     for run, v in zip(runs, values)])
+    if percent:
+        fig.update_yaxes(range=[0, 110])
+    return _html(fig, title, y_title)
+
+
+def outcomes(runs: list[RunData]) -> str | None:
+    """Kept / filtered / failed per run, stacked."""
+    labels = [run.label for run in runs]
+    fig = go.Figure([go.Bar(name=STATE_NAMES[s], x=labels, y=[run.states.get(s, 0) for run in runs],
+                            marker_color=STATE_COLORS[s], text=[run.states.get(s, 0) or "" for run in runs])
+                     for s in STATE_COLORS if any(run.states.get(s) for run in runs)])
+    fig.update_layout(barmode="stack")
+    return _html(fig, "Outcome of every task", "tasks") if fig.data else None
+
+
+def tool_calls(runs: list[RunData]) -> str | None:
+    return _grouped(runs, [{t["tool"]: t["calls"] for t in run.tools} for run in runs],
+                    "Tool calls per tool (all finished tasks)", "calls")
+
+
+def tool_success(runs: list[RunData]) -> str | None:
+    return _grouped(runs, [{t["tool"]: t["success_rate"] for t in run.tools} for run in runs],
+                    "Success rate per tool", "% of calls", percent=True)
+
+
+def turns(runs: list[RunData]) -> str | None:
+    return _grouped(runs, [{str(k): v for k, v in run.turns.items()} for run in runs],
+                    "Assistant turns per trajectory (kept and filtered)", "trajectories")
+
+
+def reasoning(runs: list[RunData]) -> str | None:
+    if not any(run.reasoning[1] for run in runs):
+        return None
+    return _grouped(runs, [{"assistant turns with reasoning": run.coverage} for run in runs],
+                    "Reasoning coverage", "% of assistant turns", percent=True)
+
+
+def filter_reasons(runs: list[RunData]) -> str | None:
+    return _grouped(runs, [run.reasons for run in runs], "Why tasks were filtered", "tasks")
+
+
+def errors(runs: list[RunData]) -> str | None:
+    return _grouped(runs, [run.errors for run in runs], "Failed tasks by error class", "tasks")
+
+
+def tokens(runs: list[RunData]) -> str | None:
+    return _grouped(runs, [{k: v for k, v in run.tokens.items() if v} for run in runs], "Tokens", "tokens")
+
+
+def cost(runs: list[RunData]) -> str | None:
+    if all(run.cost is None for run in runs):
+        return None
+    return _grouped(runs, [{"cost": round(run.cost or 0.0, 4)} for run in runs], "Cost", "USD")
+
+
+def all_charts(runs: list[RunData]) -> list[dict[str, Any]]:
+    """Every chart in page order: id, title, HTML (None when empty) and what to say when empty."""
+    sections = [
+        ("outcomes", outcomes, "Outcome of every task", "No tasks in the ledger."),
+        ("tool-calls", tool_calls, "Tool calls per tool", "No tool calls."),
+        ("tool-success", tool_success, "Success rate per tool", "No tool calls."),
+        ("turns", turns, "Assistant turns per trajectory", "No finished trajectories."),
+        ("reasoning", reasoning, "Reasoning coverage", "No assistant turns."),
+        ("filters", filter_reasons, "Why tasks were filtered", "No task was filtered."),
+        ("errors", errors, "Failed tasks by error class", "No task failed."),
+        ("tokens", tokens, "Tokens", "No token usage recorded."),
+        ("cost", cost, "Cost", "No cost recorded: the provider reported none."),
+    ]
+    return [{"id": i, "html": fn(runs), "title": title, "empty": empty} for i, fn, title, empty in sections]

@@ -1,0 +1,159 @@
+"""What a report shows, read from run directories: aggregates from the ledger (through the SQL views,
+on a read-only connection) and a capped sample of trajectories for the browser."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from hermes_exp.errors import HermesExpError
+from hermes_exp.report.segments import entry
+from hermes_exp.store.sharegpt import conversations
+from hermes_exp.store.views import create_views
+
+FINISHED = "state IN ('done', 'filtered')"
+
+
+@dataclass
+class RunData:
+    """One run's numbers for the charts, plus its sample of trajectories for the browser."""
+
+    label: str
+    path: Path
+    model: str = ""
+    distribution: str = ""
+    states: dict[str, int] = field(default_factory=dict)
+    reasons: dict[str, int] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    turns: dict[int, int] = field(default_factory=dict)  # turns per trajectory -> how many trajectories
+    reasoning: tuple[int, int] = (0, 0)  # (assistant turns with reasoning, all assistant turns)
+    tokens: dict[str, int] = field(default_factory=dict)
+    cost: float | None = None
+    entries: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return sum(self.states.values())
+
+    @property
+    def coverage(self) -> float:
+        with_reasoning, turns = self.reasoning
+        return round(100 * with_reasoning / turns, 2) if turns else 0.0
+
+
+def find_runs(path: Path) -> list[Path]:
+    """`path` itself if it is a run directory, else its subdirectories that are (a sweep)."""
+    if (path / "ledger.db").is_file():
+        return [path]
+    runs = sorted(p.parent for p in path.glob("*/ledger.db"))
+    if not runs:
+        raise HermesExpError(f"{path} is neither a run directory (no ledger.db) nor a sweep directory "
+                             "(no subdirectory with a ledger.db)",
+                             "pass outputs/<run_name>, or outputs/<run_name> of a -m sweep")
+    return runs
+
+
+def _open(db_path: Path) -> sqlite_utils.Database:
+    """Read-only, so a report can be made while the run is still writing."""
+    conn = sqlite3.connect(f"{db_path.resolve().as_uri()}?mode=ro", uri=True)
+    db = sqlite_utils.Database(conn)
+    create_views(db, temp=True)
+    return db
+
+
+def load_run(run_dir: Path, label: str, budget: int) -> RunData:
+    """Aggregates of one run and at most `budget` trajectories for the browser."""
+    db = _open(run_dir / "ledger.db")
+    try:
+        ident = json.loads(_scalar(db, "SELECT value FROM meta WHERE key = 'identity_config'") or "{}")
+        run = RunData(label=label, path=run_dir, model=(ident.get("model") or {}).get("name", ""),
+                      distribution=(ident.get("distribution") or {}).get("name", ""))
+        _aggregate(db, run)
+        run.entries = _sample(db, run_dir, run, budget)
+    finally:
+        db.close()
+    return run
+
+
+def _scalar(db: sqlite_utils.Database, sql: str) -> Any:
+    row = db.execute(sql).fetchone()
+    return row[0] if row else None
+
+
+def _aggregate(db: sqlite_utils.Database, run: RunData) -> None:
+    pairs = lambda sql: {k: v for k, v in db.execute(sql).fetchall()}  # noqa: E731
+    run.states = pairs("SELECT state, COUNT(*) FROM tasks GROUP BY state")
+    run.reasons = pairs("SELECT COALESCE(reason, 'unknown'), COUNT(*) FROM tasks WHERE state = 'filtered' "
+                        "GROUP BY 1 ORDER BY 2 DESC")
+    run.errors = pairs("SELECT COALESCE(error_class, 'unknown'), COUNT(*) FROM tasks WHERE state = 'error' "
+                       "GROUP BY 1 ORDER BY 2 DESC")
+    run.tools = list(db.query("SELECT tool, calls, success, failure, success_rate FROM tool_calls_by_tool"))
+    run.turns = pairs(f"SELECT turns, COUNT(*) FROM task_summary WHERE {FINISHED} GROUP BY turns ORDER BY turns")
+    row = db.execute(f"SELECT COALESCE(SUM(reasoning_turns), 0), COALESCE(SUM(turns), 0) FROM task_summary "
+                     f"WHERE {FINISHED}").fetchone()
+    run.reasoning = (row[0], row[1])
+    row = db.execute("SELECT COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0), "
+                     "COALESCE(SUM(reasoning_tokens), 0), SUM(cost_usd) FROM tasks").fetchone()
+    run.tokens = {"prompt": row[0], "completion": row[1], "reasoning": row[2]}
+    run.cost = row[3]
+
+
+def _sample(db: sqlite_utils.Database, run_dir: Path, run: RunData, budget: int) -> list[dict[str, Any]]:
+    """Kept trajectories from trajectories.jsonl (what a user trains on), then filtered and failed
+    tasks from the ledger, which keep up to a quarter of the budget so their reasons can be seen."""
+    others = run.states.get("filtered", 0) + run.states.get("error", 0)
+    kept_budget = budget - min(others, budget // 4)
+    entries = _kept(run_dir / "trajectories.jsonl", run.label, kept_budget)
+    rows = db.execute("SELECT prompt_index, prompt, state, reason, error_class, error, result FROM tasks "
+                      "WHERE state IN ('filtered', 'error') ORDER BY prompt_index, key LIMIT ?",
+                      [budget - len(entries)])
+    for index, prompt, state, reason, error_class, error, result in rows:
+        messages = (json.loads(result) if result else {}).get("messages") or []
+        turns = conversations(messages) if messages else [{"from": "error", "value": error or "(no message)"}]
+        entries.append(entry(run.label, index, state, reason or error_class, prompt, turns))
+    return entries
+
+
+def _kept(path: Path, label: str, budget: int) -> list[dict[str, Any]]:
+    entries: list[dict[str, Any]] = []
+    if not path.is_file():
+        return entries
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            if len(entries) >= budget:
+                break
+            row = json.loads(line)
+            turns = row.get("conversations", [])
+            prompt = next((t["value"] for t in turns if t.get("from") == "human"), "")
+            entries.append(entry(label, row.get("prompt_index"), "done", None, prompt, turns))
+    return entries
+
+
+def short_labels(names: list[str]) -> list[str]:
+    """Sweep job directories are named by their overrides (`a.b=1,c=2`): keep only the overrides that
+    differ between jobs, each by the last part of its key when that is unambiguous."""
+    if len(names) < 2:
+        return names
+    split = [[p for p in name.split(",") if p] for name in names]
+    common = set.intersection(*(set(parts) for parts in split))
+    varying = [[p for p in parts if p not in common] for parts in split]
+    keys = {p.partition("=")[0] for parts in varying for p in parts}
+    tails = {k: k.rsplit(".", 1)[-1] for k in keys}
+    if len(set(tails.values())) < len(keys):
+        tails = {k: k for k in keys}
+    labels = [",".join(f"{tails[p.partition('=')[0]]}={p.partition('=')[2]}" for p in parts) for parts in varying]
+    return labels if len(set(labels)) == len(labels) and all(labels) else names
+
+
+def load(path: Path, max_trajectories: int) -> list[RunData]:
+    """Every run under `path`, labelled by what sets it apart (its override values, in a sweep)."""
+    runs = find_runs(path)
+    budget = max(1, max_trajectories // len(runs))
+    labels = short_labels([run.name for run in runs])
+    return [load_run(run, label, budget) for run, label in zip(runs, labels)]

@@ -1,0 +1,125 @@
+"""Extra output formats derived from the ledger: OpenAI messages JSONL and Parquet trajectories.
+
+ShareGPT `trajectories.jsonl` is always written (it is the Hermes-compatible output); these are
+chosen with `outputs.formats`. Like every export, each file is written atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from hermes_exp.agent.reasoning import native_reasoning
+from hermes_exp.errors import ConfigError
+from hermes_exp.store.export import atomic_writer
+from hermes_exp.store.ledger import Ledger
+from hermes_exp.tools.registry import tool_schemas
+
+FORMATS = ("sharegpt", "openai", "parquet")
+OPENAI_FILE = "trajectories.openai.jsonl"
+PARQUET_FILE = "trajectories.parquet"
+_CHUNK = 500  # rows per Arrow record batch: memory stays flat in the size of the run
+
+
+def chosen_formats(settings: dict[str, Any]) -> list[str]:
+    """`outputs.formats` from the settings, checked against the known formats."""
+    formats = list((settings.get("outputs") or {}).get("formats") or ["sharegpt"])
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown:
+        raise ConfigError(f"outputs.formats has unknown format(s) {', '.join(map(repr, unknown))}",
+                          f"choose from {', '.join(FORMATS)}, e.g. outputs.formats=[sharegpt,parquet]")
+    return formats
+
+
+def write_formats(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> list[Path]:
+    """Write the extra formats chosen in the settings (after trajectories.jsonl); return their paths."""
+    formats = chosen_formats(settings)
+    written = []
+    if "openai" in formats:
+        written.append(write_openai_messages(ledger, run_dir, settings["model"]["name"]))
+    if "parquet" in formats:
+        written.append(write_parquet(run_dir))
+    return written
+
+
+def openai_message(message: dict[str, Any]) -> dict[str, Any]:
+    """One message with a fixed set of keys (null where unused), so every line has one schema.
+
+    `role`, `content`, `tool_calls`, `tool_call_id` and `name` are exactly as sent or received;
+    the reasoning goes to `reasoning_content`, the key Hugging Face chat templates read."""
+    calls = message.get("tool_calls")
+    return {
+        "role": message.get("role"),
+        "content": message.get("content"),
+        "reasoning_content": native_reasoning(message) or None,
+        "tool_calls": [{"id": c.get("id"), "type": c.get("type", "function"),
+                        "function": {"name": (c.get("function") or {}).get("name"),
+                                     "arguments": (c.get("function") or {}).get("arguments")}}
+                       for c in calls] if calls else None,
+        "tool_call_id": message.get("tool_call_id"),
+        "name": message.get("name"),
+    }
+
+
+def openai_record(row: dict[str, Any], result: dict[str, Any], model: str) -> dict[str, Any]:
+    """One kept task as a chat fine-tuning record. `tools` (the schemas offered) is a JSON string:
+    its nested JSON Schemas differ between toolsets, which no single table schema could hold."""
+    extra = {k: v for k, v in (result.get("row") or {}).items() if k != "prompt"}
+    toolsets = list(result.get("toolsets", []))
+    return {
+        "messages": [openai_message(m) for m in result.get("messages", [])],
+        "tools": json.dumps(tool_schemas(toolsets), ensure_ascii=False),
+        "toolsets": toolsets,
+        "prompt_index": row["prompt_index"],
+        "metadata": {**extra, "key": row["key"], "batch_num": row["batch_num"], "model": model},
+    }
+
+
+def write_openai_messages(ledger: Ledger, run_dir: Path, model: str = "") -> Path:
+    """`trajectories.openai.jsonl`: one `{"messages": [...], "tools": "...", ...}` line per kept task."""
+    path = run_dir / OPENAI_FILE
+    with atomic_writer(path) as out:
+        for row in ledger.rows(("done",)):
+            result = json.loads(row["result"] or "{}")
+            out.write(json.dumps(openai_record(row, result, model), ensure_ascii=False) + "\n")
+    return path
+
+
+def _pyarrow() -> Any:
+    try:
+        import pyarrow
+        import pyarrow.parquet  # noqa: F401  (a submodule: import it so `pyarrow.parquet` resolves)
+    except ImportError as exc:
+        raise ConfigError("the parquet output format needs pyarrow, which is not installed",
+                          "pip install 'hermes-exp[parquet]', or drop parquet from outputs.formats") from exc
+    return pyarrow
+
+
+def _chunks(path: Path) -> Iterator[list[dict[str, Any]]]:
+    with path.open(encoding="utf-8") as fh:
+        while chunk := [json.loads(line) for line in islice(fh, _CHUNK)]:
+            yield chunk
+
+
+def write_parquet(run_dir: Path) -> Path:
+    """`trajectories.parquet` from `trajectories.jsonl`, in two streaming passes: one to unify the
+    schema of every chunk (a dataset's extra fields may differ per row), one to write."""
+    pa = _pyarrow()
+    source, path = run_dir / "trajectories.jsonl", run_dir / PARQUET_FILE
+    schemas = [pa.Table.from_pylist(chunk).schema for chunk in _chunks(source)]
+    schema = pa.unify_schemas(schemas, promote_options="permissive") if schemas else pa.schema([])
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=run_dir)
+    os.close(fd)
+    try:
+        with pa.parquet.ParquetWriter(tmp, schema, compression="zstd") as writer:
+            for chunk in _chunks(source):
+                writer.write_table(pa.Table.from_pylist(chunk, schema=schema))
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return path

@@ -1,0 +1,145 @@
+"""`hermes-exp-report` on real runs made by the real CLI, checked in real headless Chromium (DevTools
+protocol over a pipe): the page loads with no errors and no network, charts draw, the browser lists
+every task, the search filters, and model output is shown as text, never as HTML."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cdp_pipe import Browser, find_chromium
+
+DEMO = Path(__file__).resolve().parents[1] / "hermes_exp" / "data" / "demo_prompts.jsonl"
+HOSTILE = "Say hi to <img src=x onerror=\"window.__pwned=1\"></script><b>zebra</b> please."
+
+
+def hx(args: list[str], cwd: Path, module: str = "hermes_exp.cli") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120)
+
+
+def dataset(tmp: Path) -> Path:
+    rows = [json.loads(line) for line in DEMO.read_text().splitlines()][:5] + [{"prompt": HOSTILE}]
+    path = tmp / "prompts.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def ledger_counts(run_dir: Path) -> dict[str, int]:
+    with sqlite3.connect(run_dir / "ledger.db") as db:
+        return dict(db.execute("SELECT state, COUNT(*) FROM tasks GROUP BY state").fetchall())
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    binary = find_chromium()
+    if binary is None:
+        message = "chromium is not installed (apt-get install -y --no-install-recommends chromium)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return binary
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A two-job sweep: one job keeps everything, the other loses reasoning in half its conversations."""
+    tmp = tmp_path_factory.mktemp("sweep")
+    proc = hx(["-m", f"dataset.path={dataset(tmp)}", "run_name=x",
+               "model.mock_server.no_reasoning_rate=0.0,0.5"], tmp)
+    assert proc.returncode == 0, proc.stderr
+    return tmp / "outputs" / "x"
+
+
+@pytest.fixture(scope="module")
+def browser(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> Browser:
+    with Browser(chromium, tmp_path_factory.mktemp("profile")) as b:
+        yield b
+
+
+def visible(browser: Browser) -> int:
+    return browser.evaluate("[...document.querySelectorAll('[data-traj]')].filter(d => !d.hidden).length")
+
+
+def test_sweep_report_renders_in_chromium(sweep: Path, browser: Browser, tmp_path: Path) -> None:
+    proc = hx([str(sweep)], sweep, module="hermes_exp.report")
+    assert proc.returncode == 0, proc.stderr
+    page = sweep / "report.html"
+    jobs = sorted(p.parent for p in sweep.glob("*/ledger.db"))
+    assert len(jobs) == 2
+    expected = sum(sum(ledger_counts(job).values()) for job in jobs)
+
+    browser.open(page.as_uri())
+    assert browser.evaluate("document.querySelectorAll('[data-traj]').length") == expected == 12
+    assert browser.evaluate("document.querySelectorAll('[data-run-row]').length") == 2
+    assert browser.evaluate("document.querySelectorAll('.js-plotly-plot .main-svg').length") >= 7
+    # The filtered tasks (no reasoning) of the second job are listed with their reason.
+    filtered = sum(ledger_counts(job).get("filtered", 0) for job in jobs)
+    assert filtered > 0
+    assert browser.evaluate("document.querySelectorAll('[data-state=filtered]').length") == filtered
+
+    # The first trajectory is open: every kind of turn and block is rendered, each with its own style.
+    kinds = browser.evaluate("[...document.querySelectorAll('details[open] [data-turn]')].map(t => t.dataset.turn)")
+    assert {"system", "human", "gpt", "tool"} <= set(kinds)
+    for block in ("think", "tool_call", "tool_response"):
+        assert browser.evaluate(f"document.querySelectorAll('details[open] .part.{block}').length") > 0
+    assert browser.evaluate("getComputedStyle(document.querySelector('.part.think')).backgroundColor") != \
+        browser.evaluate("getComputedStyle(document.querySelector('.part.tool_call')).backgroundColor")
+    browser.screenshot(tmp_path / "sweep.png")
+    assert (tmp_path / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # Typing in the search box filters by prompt text.
+    browser.evaluate("q = document.getElementById('q'); q.value = 'SOLAR system';"
+                     "q.dispatchEvent(new Event('input'))")
+    assert visible(browser) == 2  # that prompt, once per job
+    assert browser.evaluate("document.getElementById('shown').textContent") == "2"
+    browser.evaluate("q.value = ''; q.dispatchEvent(new Event('input'))")
+    assert visible(browser) == expected
+
+    # Hostile prompt text stays text: no element injected, no handler run.
+    assert browser.evaluate("typeof window.__pwned") == "undefined"
+    assert browser.evaluate("document.querySelectorAll('#traj-list img, #traj-list b').length") == 0
+    assert browser.evaluate(f"document.body.innerText.includes({json.dumps('<b>zebra</b>')})")
+
+    assert browser.problems() == []
+    assert [u for u in browser.requested_urls() if not u.startswith(("file:", "data:", "about:"))] == []
+
+
+def test_search_from_url_and_cap(sweep: Path, browser: Browser, tmp_path: Path) -> None:
+    """A single run, capped at 3 trajectories, opened with `#q=` in the address: the page says it is a
+    sample and applies the search on load."""
+    run = sorted(p.parent for p in sweep.glob("*/ledger.db"))[0]
+    out = tmp_path / "one.html"
+    proc = hx([str(run), "-o", str(out), "--max-trajectories", "3"], tmp_path, module="hermes_exp.report")
+    assert proc.returncode == 0, proc.stderr
+    assert str(out) in proc.stderr
+
+    browser.open(out.as_uri() + "#q=" + "count%20the%20WORDS")
+    assert browser.evaluate("document.querySelectorAll('[data-traj]').length") == 3
+    assert visible(browser) == 1
+    assert browser.evaluate("document.getElementById('q').value") == "count the WORDS"
+    assert "Showing a sample of 3 of 6 tasks" in browser.evaluate("document.body.innerText")
+    browser.screenshot(tmp_path / "single.png")
+    assert browser.problems() == []
+
+
+def test_bad_paths_name_the_fix(tmp_path: Path) -> None:
+    proc = hx([str(tmp_path / "missing")], tmp_path, module="hermes_exp.report")
+    assert proc.returncode == 2 and "is not a directory" in proc.stderr
+    proc = hx([str(tmp_path)], tmp_path, module="hermes_exp.report")
+    assert proc.returncode == 2 and "neither a run directory" in proc.stderr and "fix:" in proc.stderr
+
+
+def test_missing_extra_gives_install_hint(tmp_path: Path) -> None:
+    # A real interpreter in which plotly cannot be imported (a None entry blocks the import).
+    code = ("import sys; sys.modules['plotly'] = None; from hermes_exp.report.cli import main; "
+            f"sys.exit(main([{str(tmp_path)!r}]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "pip install 'hermes-exp[report]'" in proc.stderr and "plotly" in proc.stderr
