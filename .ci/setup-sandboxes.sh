@@ -3,7 +3,8 @@
 # and two tiny busybox test images. Idempotent: a second run reuses a dockerd that still answers.
 #
 #   .ci/setup-sandboxes.sh [ENVFILE]        install, start dockerd, build images, write `export` lines
-#   .ci/setup-sandboxes.sh stop [ENVFILE]   stop the dockerd started by this script
+#   .ci/setup-sandboxes.sh stop [ENVFILE]   stop the dockerd that ENVFILE's setup started (if it
+#                                           found one already running, it is left running)
 #
 # ENVFILE defaults to $HX_DOCKER_DIR/env; `source` it to get DOCKER_HOST (and the test image names).
 set -euo pipefail
@@ -14,6 +15,7 @@ IMAGE1="${HX_TEST_IMAGE:-hermes-exp-test/busybox:latest}"
 IMAGE2="${HX_TEST_IMAGE2:-hermes-exp-test/busybox2:latest}"
 SOCK="unix://$D/docker.sock"
 WAIT_SECONDS="${HX_DOCKERD_WAIT:-60}"
+STARTED=no
 
 log() { echo "[setup-sandboxes] $*" >&2; }
 
@@ -49,7 +51,7 @@ install_packages() {
 
 start_engine() {
     mkdir -p "$D"
-    if engine_up; then log "dockerd already answers on $SOCK"; return; fi
+    if engine_up; then log "dockerd already answers on $SOCK"; STARTED=no; return; fi
     stop_engine
     log "starting dockerd (log: $D/log)"
     # setsid + nohup: the engine must outlive this script and the CI step that ran it.
@@ -64,6 +66,7 @@ start_engine() {
         fi
         sleep 0.5
     done
+    STARTED=yes
     log "dockerd is up"
 }
 
@@ -94,7 +97,9 @@ build_image() {
 write_env() {
     local envfile="$1"
     mkdir -p "$(dirname "$envfile")"
+    # `stop ENVFILE` stops the engine only if this setup started it (a shared one keeps running).
     cat >"$envfile" <<ENV
+# started-by-this-setup: $STARTED
 export DOCKER_HOST=$SOCK
 export HX_DOCKER_DIR=$D
 export HX_TEST_IMAGE=$IMAGE1
@@ -107,6 +112,10 @@ ENV
 main() {
     if [[ "${1:-}" == "stop" ]]; then
         if [[ -n "${2:-}" && -f "$2" ]]; then  # the engine that ENVFILE points at
+            if grep -q '^# started-by-this-setup: no' "$2"; then
+                log "dockerd was already running before the setup that wrote $2: leaving it running"
+                return
+            fi
             local host; host="$(sed -n 's/^export DOCKER_HOST=unix:\/\///p' "$2")"
             [[ -n "$host" ]] && D="$(dirname "$host")"
         fi

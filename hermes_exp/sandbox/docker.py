@@ -10,14 +10,15 @@ import posixpath
 import re
 import socket
 import tarfile
+import tempfile
 import threading
 import time
 import uuid
 from typing import Any
 
 from hermes_exp.errors import SandboxError, ToolError
-from hermes_exp.sandbox.base import TRUNCATION_MARKER, ExecResult, confine, truncate
-from hermes_exp.sandbox.process import clean_env
+from hermes_exp.sandbox.base import ExecResult, confine
+from hermes_exp.sandbox.process import clean_env, read_bounded
 
 log = logging.getLogger(__name__)
 
@@ -47,32 +48,6 @@ def _engine_errors() -> tuple[type[BaseException], ...]:
     return (_docker().errors.DockerException, requests.RequestException, OSError)
 
 
-class _Capture:
-    """Keeps the head and the tail of a stream of any length, so a chatty command costs no memory."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit, self.cap = limit, limit * 4
-        self.head, self.tail, self.total = bytearray(), bytearray(), 0
-
-    def add(self, data: bytes) -> None:
-        self.total += len(data)
-        room = self.cap - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        if data:
-            self.tail += data
-            del self.tail[: -self.cap]
-
-    def text(self) -> tuple[str, bool]:
-        if not self.tail:
-            return truncate(self.head.decode("utf-8", "replace"), self.limit)
-        head_n = self.limit * 2 // 3
-        head = self.head.decode("utf-8", "replace")[:head_n]
-        tail = self.tail.decode("utf-8", "replace")[-(self.limit - head_n):]
-        return head + TRUNCATION_MARKER.format(dropped=self.total - len(head) - len(tail)) + tail, True
-
-
 class DockerSandbox:
     """A running container; `close()` force-removes it (and its anonymous volumes) whatever happened."""
 
@@ -82,29 +57,29 @@ class DockerSandbox:
         self.workdir = workdir
         self._api, self._env, self._output_limit = api, env, output_limit
         self._on_close = on_close
-        self._closed = False
+        self.closed = False
 
     def exec(self, command: str, timeout: float) -> ExecResult:
         """Stream the output in a thread while watching the clock and the command. When the command
         ends but background children keep its output open, or on timeout, every process of the
         container but pid 1 is killed (`kill -9 -1`, so one command at a time per sandbox), as the
         local backend kills the command's process group."""
-        if self._closed:
+        if self.closed:
             raise SandboxError(f"docker sandbox {self.container_id[:12]} is closed")
-        capture = _Capture(self._output_limit)
-        try:
-            exec_id = self._api.exec_create(self.container_id, ["sh", "-c", command],
-                                            workdir=self.workdir, environment=self._env)["Id"]
-            stream = self._api.exec_start(exec_id, stream=True)
-            reader = threading.Thread(target=lambda: [capture.add(c) for c in stream], daemon=True)
-            reader.start()
-            timed_out = self._wait(exec_id, reader, time.monotonic() + timeout)
-            if reader.is_alive():
-                self._kill_processes(reader)
-            code = 124 if timed_out else self._exit_code(exec_id)
-        except _engine_errors() as exc:
-            raise SandboxError(f"docker exec failed in container {self.container_id[:12]}: {exc}") from exc
-        text, truncated = capture.text()
+        with tempfile.TemporaryFile() as out:  # like run_group: a flood of output costs disk, not memory
+            try:
+                exec_id = self._api.exec_create(self.container_id, ["sh", "-c", command],
+                                                workdir=self.workdir, environment=self._env)["Id"]
+                stream = self._api.exec_start(exec_id, stream=True)
+                reader = threading.Thread(target=lambda: [out.write(c) for c in stream], daemon=True)
+                reader.start()
+                timed_out = self._wait(exec_id, reader, time.monotonic() + timeout)
+                if reader.is_alive():
+                    self._kill_processes(reader)
+                code = 124 if timed_out else self._exit_code(exec_id)
+            except _engine_errors() as exc:
+                raise SandboxError(f"docker exec failed in container {self.container_id[:12]}: {exc}") from exc
+            text, truncated = read_bounded(out, self._output_limit)
         if timed_out:
             text += f"\n[command timed out after {timeout:g}s; its processes were killed]"
         return ExecResult(code, text, timed_out=timed_out, truncated=truncated)
@@ -186,15 +161,11 @@ class DockerSandbox:
             raise SandboxError(f"cannot reach container {self.container_id[:12]}: {exc}") from exc
 
     def close(self) -> None:
-        if self._closed:
+        if self.closed:
             return
-        self._closed = True
+        self.closed = True
         try:
-            self._api.remove_container(self.container_id, force=True, v=True)
-        except _docker().errors.NotFound:
-            pass
-        except _engine_errors() as exc:  # never mask the error that brought us here
-            log.warning("could not remove container %s: %s", self.container_id[:12], exc)
+            _quietly_remove(self._api, self.container_id)
         finally:
             self._on_close()
 
@@ -269,12 +240,8 @@ class DockerSandboxFactory:
         """Remove this run's containers: leftovers only, or (at shutdown) all. Never other runs'."""
         removed = 0
         for c in self._client.api.containers(all=True, filters={"label": f"{RUN_LABEL}={self.run_id}"}):
-            if everything or _is_leftover(c.get("Labels") or {}):
-                try:
-                    self._client.api.remove_container(c["Id"], force=True, v=True)
-                    removed += 1
-                except _engine_errors() as exc:
-                    log.warning("could not remove leftover container %s: %s", c["Id"][:12], exc)
+            if (everything or _is_leftover(c.get("Labels") or {})) and _quietly_remove(self._client.api, c["Id"]):
+                removed += 1
         if removed:
             log.info("removed %d container(s) of run %s", removed, self.run_id)
         return removed
@@ -354,7 +321,7 @@ class DockerSandboxFactory:
             return cid
         except _engine_errors() as exc:
             if cid:
-                api.remove_container(cid, force=True, v=True)
+                _quietly_remove(api, cid)
             raise SandboxError(f"cannot start a container from image {image!r} for task {task_key}: {exc}") from exc
 
     def shutdown(self) -> None:
@@ -373,3 +340,16 @@ def _pull(api: Any, repo: str, tag: str) -> BaseException | None:
         return None
     except Exception as exc:  # reported to the task that needs the image
         return exc
+
+
+def _quietly_remove(api: Any, cid: str) -> bool:
+    """Force-remove a container and its anonymous volumes; never raises (cleanup must not mask the
+    error that brought us here). False if it could not be removed."""
+    try:
+        api.remove_container(cid, force=True, v=True)
+    except _docker().errors.NotFound:
+        pass
+    except _engine_errors() as exc:
+        log.warning("could not remove container %s: %s", cid[:12], exc)
+        return False
+    return True
