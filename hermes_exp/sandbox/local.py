@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+import uuid
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -68,12 +69,13 @@ class LocalSandboxFactory:
     that directories left by a killed run are removed when the run starts again."""
 
     def __init__(self, root: str | None = None, output_limit: int = 20000, keep: bool = False,
-                 env: dict[str, str] | None = None, run_id: str = "hx", **_: Any) -> None:
+                 env: dict[str, str] | None = None, run_id: str | None = None, **_: Any) -> None:
         self._root = root
         self._output_limit = int(output_limit)
         self._keep = bool(keep)
         self._env = dict(env or {})
-        self._run_id = run_id
+        # Without a run id, a unique one: the reaper must never match another run's directories.
+        self._run_id = run_id or f"hx-{uuid.uuid4().hex[:12]}"
         self._live: set[LocalSandbox] = set()
         self._lock = threading.Lock()
 

@@ -23,6 +23,7 @@ from hermes_exp.store.stats import StatsBuilder, dumps
 @contextmanager
 def atomic_writer(path: Path) -> Iterator[IO[str]]:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide outputs from the rest of a team
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             yield fh

@@ -56,7 +56,8 @@ class Ledger:
             raise LedgerError(
                 f"run directory {self.path.parent} holds another experiment (identity {existing}, "
                 f"this config is {identity}); config keys that differ: {differing}",
-                "choose a new run_name=..., or revert those keys to continue the existing run")
+                "choose a new run_name=..., revert those keys to continue the existing run, or add "
+                "resume.new_identity=true to archive the old experiment and start this one here")
 
     # -- planning ---------------------------------------------------------------------------
     def final_keys(self) -> set[str]:
@@ -105,11 +106,22 @@ class Ledger:
                 batch, used = self._batch or (0, 0)
                 row["batch_num"] = batch
                 self._batch = (batch + 1, 0) if used + 1 >= batch_size else (batch, used + 1)
-            previous = self.db.execute("SELECT attempts FROM tasks WHERE key = ?", [row["key"]]).fetchone()
+            previous = self.db.execute("SELECT attempts, spent_usd FROM tasks WHERE key = ?", [row["key"]]).fetchone()
             row["attempts"] = (previous[0] or 0) + row.pop("task_attempts", 1)
+            # the row brings this dispatch's spend; the column keeps the sum over every attempt
+            row["spent_usd"] = (previous[1] or 0.0 if previous else 0.0) + (row.get("spent_usd") or 0.0)
             row["updated_at"] = time.time()
             with self.db.conn:
                 self.db["tasks"].upsert(row, pk="key", alter=False)
+
+    def add_spend(self, key: str, usd: float) -> None:
+        """Count money spent on a task whose result is not recorded (stopped by the budget, cancelled)."""
+        with self.lock, self.db.conn:
+            self.db.execute("UPDATE tasks SET spent_usd = COALESCE(spent_usd, 0) + ? WHERE key = ?", [usd, key])
+
+    def spent_usd(self) -> float:
+        """What this run has spent, over every invocation and every attempt (the budget's starting point)."""
+        return float(self.db.execute("SELECT COALESCE(SUM(spent_usd), 0) FROM tasks").fetchone()[0])
 
     def set_state(self, key: str, state: str, reason: str | None) -> None:
         with self.lock, self.db.conn:

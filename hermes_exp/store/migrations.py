@@ -31,6 +31,22 @@ def m001_initial(db: sqlite_utils.Database) -> None:
         pk="id")
 
 
+@migration
+def m002_order_indexes(db: sqlite_utils.Database) -> None:
+    """Exports read tasks in dataset order and batch order; index both."""
+    db["tasks"].create_index(["prompt_index"], if_not_exists=True)
+    db["tasks"].create_index(["batch_num"], if_not_exists=True)
+
+
+@migration
+def m003_spend_and_cached_tokens(db: sqlite_utils.Database) -> None:
+    """`spent_usd`: what every attempt of a task cost, so a resumed run's budget counts it all;
+    `cost_usd` stays the cost of the recorded attempt. Plus prompt tokens served from a cache."""
+    db["tasks"].add_column("spent_usd", float)
+    db["tasks"].add_column("cached_tokens", int)
+    db.execute("UPDATE tasks SET spent_usd = cost_usd WHERE cost_usd IS NOT NULL")
+
+
 def apply(db: sqlite_utils.Database) -> list[str]:
     """Apply pending migrations, each in its own transaction; return the names applied."""
     if "_migrations" not in db.table_names():
