@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_exp.errors import HermesExpError
-from hermes_exp.store.export import atomic_writer
+from hermes_exp.store.atomic import atomic_writer
 
 DEFAULT_MAX_TRAJECTORIES = 2000
 INSTALL_HINT = "pip install 'hermes-exp[report]'"

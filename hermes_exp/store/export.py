@@ -5,38 +5,16 @@ the old file or the new one, never a torn line. An unchanged file is not touched
 
 from __future__ import annotations
 
-import filecmp
 import json
-import os
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from itertools import groupby
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
+from hermes_exp.store.atomic import atomic_writer
+from hermes_exp.store.formats import write_formats
 from hermes_exp.store.ledger import Ledger
 from hermes_exp.store.sharegpt import trajectory
 from hermes_exp.store.stats import StatsBuilder, dumps
-
-
-@contextmanager
-def atomic_writer(path: Path) -> Iterator[IO[str]]:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide outputs from the rest of a team
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        if path.exists() and filecmp.cmp(tmp, path, shallow=False):
-            os.unlink(tmp)
-        else:
-            os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _line(row: dict[str, Any], model: str) -> str:
@@ -55,6 +33,7 @@ def export(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> dict[str,
             if result is not None:
                 out.write(_line(row, model))
     _write_batches(ledger, run_dir, model)
+    write_formats(ledger, run_dir, settings)
     statistics = stats.build(settings, ledger.invocations())
     with atomic_writer(run_dir / "statistics.json") as out:
         out.write(dumps(statistics))

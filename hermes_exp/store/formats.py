@@ -15,7 +15,7 @@ from typing import Any
 
 from hermes_exp.agent.reasoning import native_reasoning
 from hermes_exp.errors import ConfigError
-from hermes_exp.store.export import atomic_writer
+from hermes_exp.store.atomic import atomic_writer
 from hermes_exp.store.ledger import Ledger
 from hermes_exp.tools.registry import tool_schemas
 
@@ -113,6 +113,7 @@ def write_parquet(run_dir: Path) -> Path:
     schemas = [pa.Table.from_pylist(chunk).schema for chunk in _chunks(source)]
     schema = pa.unify_schemas(schemas, promote_options="permissive") if schemas else pa.schema([])
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=run_dir)
+    os.fchmod(fd, 0o644)
     os.close(fd)
     try:
         with pa.parquet.ParquetWriter(tmp, schema, compression="zstd") as writer:

@@ -14,6 +14,7 @@ import sqlite_utils
 
 from hermes_exp.errors import LedgerError
 from hermes_exp.store import migrations
+from hermes_exp.store.views import create_views
 
 FINAL_STATES = ("done", "filtered")
 
@@ -30,6 +31,8 @@ class Ledger:
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.execute("PRAGMA busy_timeout=5000")
         migrations.apply(self.db)
+        with self.lock, self.db.conn:
+            create_views(self.db)  # recreated on open, so they always match the current schema
         self._batch: tuple[int, int] | None = None
 
     def close(self) -> None:

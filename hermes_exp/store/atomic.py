@@ -1,0 +1,33 @@
+"""Atomic file output: write to a temp file beside the target, fsync, rename over it.
+
+A kill at any moment leaves the old file or the new one, never a torn line; an unchanged file is
+not touched (so a no-op resume leaves outputs byte-identical, timestamps included)."""
+
+from __future__ import annotations
+
+import filecmp
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO
+
+
+@contextmanager
+def atomic_writer(path: Path) -> Iterator[IO[str]]:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide outputs from the rest of a team
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        if path.exists() and filecmp.cmp(tmp, path, shallow=False):
+            os.unlink(tmp)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
