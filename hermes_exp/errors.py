@@ -42,9 +42,19 @@ class ToolError(Exception):
 
 
 class ProviderError(Exception):
-    """A model call failed. `transient` says whether retrying may help; `error_class` goes to the ledger."""
+    """A model call failed. `transient` says whether retrying may help; `error_class` goes to the ledger.
+    `stop_run` names a run-wide cause ("auth", "budget") that the parent may stop the whole run for."""
 
-    def __init__(self, message: str, *, transient: bool, error_class: str = "provider") -> None:
+    def __init__(self, message: str, *, transient: bool, error_class: str = "provider",
+                 stop_run: str | None = None) -> None:
         super().__init__(message)
         self.transient = transient
         self.error_class = error_class
+        self.stop_run = stop_run
+
+
+class RunStopped(HermesExpError):
+    """The run stopped dispatching early (authentication keeps failing, or the budget is reached).
+    Finished tasks are kept; the message says what happened and how to continue."""
+
+    exit_code = 4

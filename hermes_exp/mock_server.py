@@ -19,6 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from hermes_exp.errors import ConfigError
+from hermes_exp.mock_faults import RESET, Faults, add_accounting, finish_with_error
 
 Action = tuple[str, dict[str, Any]]
 Reply = tuple[int, dict[str, Any], dict[str, str]]  # status, JSON payload, extra headers
@@ -217,6 +218,11 @@ class _Handler(BaseHTTPRequestHandler):
             reply = self.server.mock._handle_chat(raw, {k.lower(): v for k, v in self.headers.items()})
         except Exception as exc:  # a mock bug must answer 500, not kill the connection
             reply = 500, _error(f"mock server bug: {exc!r}", "server_error", "mock_bug"), {}
+        if reply[0] == RESET:  # an injected connection reset: no answer at all
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+            return
         self._send(reply)
 
     def _send(self, reply: Reply) -> None:
@@ -245,7 +251,10 @@ class MockServer:
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, latency_ms: float = 0.0, fail_rate: float = 0.0,
                  bad_tool_rate: float = 0.0, no_reasoning_rate: float = 0.0, seed: int = 0,
-                 record_path: str | None = None) -> None:
+                 record_path: str | None = None, faults: dict[str, Any] | None = None,
+                 usage_cost: dict[str, float] | None = None, provider_name: str | None = None) -> None:
+        """`faults`: see mock_faults.Faults. `usage_cost`: USD per 1M prompt/completion tokens, reported as
+        `usage.cost`; `provider_name`: reported as the upstream `provider` (both as OpenRouter does)."""
         for name, rate in (("fail_rate", fail_rate), ("bad_tool_rate", bad_tool_rate),
                            ("no_reasoning_rate", no_reasoning_rate)):
             if not 0.0 <= rate <= 1.0:
@@ -255,6 +264,9 @@ class MockServer:
         self.record_path = record_path
         self.base_url = ""
         self.request_count = 0
+        self.faults = Faults(**(faults or {}))
+        self.usage_cost, self.provider_name = usage_cost, provider_name
+        self.in_flight = self.max_in_flight_seen = 0
         self._attempts: dict[str, int] = {}  # body hash -> times seen, so failures clear on retry
         self._lock = threading.Lock()
         self._record_lock = threading.Lock()
@@ -291,14 +303,22 @@ class MockServer:
 
     def _handle_chat(self, raw: bytes, headers: dict[str, str]) -> Reply:
         with self._lock:
+            number = self.request_count
             self.request_count += 1
-        if self.latency_ms > 0:
-            time.sleep(self.latency_ms / 1000)
-        body, reply = self._answer(raw)
-        self._record(reply[0], body, headers)
-        return reply
+            self.in_flight += 1
+            in_flight = self.in_flight
+            self.max_in_flight_seen = max(self.max_in_flight_seen, in_flight)
+        try:
+            if self.latency_ms > 0:
+                time.sleep(self.latency_ms / 1000)
+            body, reply = self._answer(raw, headers, number, in_flight)
+            self._record(reply[0], body, headers, in_flight)
+            return reply
+        finally:
+            with self._lock:
+                self.in_flight -= 1
 
-    def _answer(self, raw: bytes) -> tuple[Any, Reply]:
+    def _answer(self, raw: bytes, headers: dict[str, str], number: int, in_flight: int) -> tuple[Any, Reply]:
         try:
             body = json.loads(raw)
         except ValueError:  # includes undecodable bytes
@@ -308,10 +328,16 @@ class MockServer:
         if body.get("stream"):
             return body, _bad_request("stream=true is not supported by the mock server; send stream=false",
                                       "stream_unsupported")
-        failure = self._failure(body)
+        fault = self.faults.pick(number, in_flight, body, headers)
+        failure = (self.faults.reply(fault) if fault else None) or self._failure(body)
         if failure is not None:
             return body, failure
-        return body, (200, _completion(body, self.seed, self.bad_tool_rate, self.no_reasoning_rate), {})
+        if fault == "timeout":
+            time.sleep(self.faults.hang_seconds)
+        completion = _completion(body, self.seed, self.bad_tool_rate, self.no_reasoning_rate)
+        if fault == "error_finish":
+            completion = finish_with_error(completion)
+        return body, (200, add_accounting(completion, self.usage_cost, self.provider_name), {})
 
     def _failure(self, body: dict[str, Any]) -> Reply | None:
         """An injected 429/500, drawn per (body, attempt) so that retrying the same request can succeed."""
@@ -329,12 +355,12 @@ class MockServer:
             return 429, error, {"Retry-After": "0", "retry-after-ms": "50"}  # openai skips a 0 s retry-after
         return 500, _error("injected server error; retry the request", "server_error", "server_error"), {}
 
-    def _record(self, status: int, body: Any, headers: dict[str, str]) -> None:
+    def _record(self, status: int, body: Any, headers: dict[str, str], in_flight: int) -> None:
         if not self.record_path:
             return
         kept = {k: v for k, v in headers.items() if k not in _SECRET_HEADERS}
-        line = json.dumps({"t": time.time(), "status": status, "body": body, "headers": kept},
-                          ensure_ascii=False, default=str)
+        record = {"t": time.time(), "status": status, "in_flight": in_flight, "body": body, "headers": kept}
+        line = json.dumps(record, ensure_ascii=False, default=str)
         with self._record_lock, open(self.record_path, "a", encoding="utf-8") as f:
             f.write(line + "\n")
             f.flush()
@@ -349,10 +375,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument(flag, type=float, default=0.0, help="probability between 0 and 1")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--record", default=None, help="append one JSON line per chat request to this file")
+    parser.add_argument("--faults", type=json.loads, default=None,
+                        help='JSON, e.g. \'{"max_in_flight": 4, "script": ["429", "ok", "reset"]}\'')
     args = parser.parse_args(argv)
     try:
         server = MockServer(args.host, args.port, args.latency_ms, args.fail_rate, args.bad_tool_rate,
-                            args.no_reasoning_rate, args.seed, args.record)
+                            args.no_reasoning_rate, args.seed, args.record, faults=args.faults)
     except ConfigError as exc:
         parser.error(str(exc))
     stopping = threading.Event()

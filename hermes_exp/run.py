@@ -18,6 +18,7 @@ from hydra.utils import instantiate
 from hermes_exp import worker
 from hermes_exp.dataset import Task, open_dataset, scan, stream_tasks
 from hermes_exp.errors import LedgerError
+from hermes_exp.guard import RunGuard
 from hermes_exp.plan import intent, pending
 from hermes_exp.progress import Progress
 from hermes_exp.runlock import RunLock
@@ -69,6 +70,9 @@ def ledger_row(result: dict[str, Any], filters: list[filters_mod.Filter]) -> dic
         "prompt_tokens": sum(u.get("prompt_tokens", 0) for u in usage),
         "completion_tokens": sum(u.get("completion_tokens", 0) for u in usage),
         "reasoning_tokens": sum((u.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0 for u in usage),
+        "cached_tokens": sum(u.get("cached_tokens") or 0 for u in usage),
+        "cost_usd": sum(u.get("cost_usd") or 0.0 for u in usage),
+        "spent_usd": result.get("spent_usd") or 0.0,  # every in-run attempt; the ledger adds earlier ones
     }
     if result["state"] == "error":
         row.update(state="error", error_class=result["error_class"], error=result["error"])
@@ -93,11 +97,13 @@ def run(settings: dict[str, Any]) -> int:
         try:
             ledger.reindex(found.indexed)
             todo = pending(found.indexed, ledger.states(), wanted)
-            code = _dispatch(settings, ledger, dataset, todo, found.images, len(found.indexed))
+            guard = RunGuard(settings, ledger.spent_usd())
+            code = _dispatch(settings, ledger, dataset, todo, found.images, len(found.indexed), guard)
             stats = export(ledger, run_dir, settings)
         finally:
             ledger.close()
     _summary(run_dir, stats, len(todo), interrupted=code == EXIT_INTERRUPTED)
+    guard.check()  # budget reached or authentication failing: say so and exit non-zero
     return code if code != EXIT_OK or not stats["failed"] else EXIT_TASK_ERRORS
 
 
@@ -124,7 +130,7 @@ def _open_ledger(run_dir: Path, identity: str, settings: dict[str, Any]) -> Ledg
 
 
 def _dispatch(settings: dict[str, Any], ledger: Ledger, dataset: Path, todo: dict[int, str],
-              images: set[str], total: int) -> int:
+              images: set[str], total: int, guard: RunGuard) -> int:
     if not todo:
         print(f"nothing to run: all {total} tasks of this run are settled", file=sys.stderr)
         return EXIT_OK
@@ -136,16 +142,18 @@ def _dispatch(settings: dict[str, Any], ledger: Ledger, dataset: Path, todo: dic
     ran = calls = 0
     interrupted = False
     with model_endpoint(settings) as base_url, sigterm_as_interrupt():
-        settings = {**settings, "runtime": {"base_url": base_url, "run_id": run_id}}
+        settings = {**settings, "runtime": {"base_url": base_url, "run_id": run_id, "spent_usd": guard.spent}}
         try:
             _preflight(settings, images)
-            for result in executor.map_unordered(worker.run_task, settings, _marked(ledger, dataset, todo)):
-                if result["state"] == "cancelled":
+            tasks = guard.gate(_marked(ledger, dataset, todo))
+            for result in executor.map_unordered(worker.run_task, settings, tasks):
+                if not guard.observe(result, ledger):  # cancelled, or stopped by the budget: stays pending
                     continue
                 row = ledger_row(result, filters)
                 ledger.record(row, int(settings["batch_size"]))
                 ran, calls = ran + 1, calls + row["api_calls"]
                 progress.update(row["state"])
+                progress.note(**guard.note(row, run_id))
         except KeyboardInterrupt:
             interrupted = True
         finally:

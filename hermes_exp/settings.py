@@ -21,7 +21,8 @@ FORMAT_VERSION = 1
 IDENTITY_KEYS = ["model", "provider", "distribution", "sandbox", "max_turns", "system_prompt",
                  "ephemeral_system_prompt", "prefill_messages", "seed", "tools"]
 NOT_IDENTITY = {
-    "model": ["api_key_env", "timeout", "retry", "mock_server.latency_ms", "mock_server.fail_rate"],
+    "model": ["api_key_env", "timeout", "retry", "rate_limit", "pricing", "mock_server.latency_ms",
+              "mock_server.fail_rate", "mock_server.faults", "mock_server.usage_cost", "mock_server.provider_name"],
     "provider": ["api_key_env", "base_url", "headers"],
     "sandbox": ["_target_", "root", "keep", "max_sandboxes", "pull_timeout", "output_limit"],
     "distribution": ["description"],
@@ -92,6 +93,9 @@ def check(settings: dict[str, Any]) -> dict[str, float]:
         raise ConfigError(f"max_samples must be a positive integer or null, got {settings['max_samples']!r}",
                           "set max_samples=<n> or max_samples=null")
     load_prefill(settings.get("prefill_messages"))
+    from hermes_exp.agent.model import check_config  # sampling, routing, reasoning, retry, rate limit, budget
+
+    check_config(settings)
     api_key(settings)
     return toolsets
 

@@ -16,7 +16,7 @@ from hermes_exp.agent.model import ModelClient
 from hermes_exp.dataset import Task
 from hermes_exp.distribution import draw
 from hermes_exp.errors import HermesExpError, ProviderError, SandboxError
-from hermes_exp.settings import api_key, load_prefill
+from hermes_exp.settings import load_prefill
 from hermes_exp.tools.registry import tool_schemas
 
 _RUNTIMES: dict[str, "Runtime"] = {}
@@ -31,7 +31,7 @@ class Runtime:
 
     def __init__(self, settings: dict[str, Any]) -> None:
         runtime = settings["runtime"]
-        self.client = ModelClient(settings["model"], settings["provider"], runtime["base_url"], api_key(settings))
+        self.client = ModelClient.from_settings(settings)  # shared: rate limiter, budget, auth circuit
         self.sandboxes = instantiate(settings["sandbox"], run_id=runtime["run_id"], _convert_="all")
         self.toolsets = {str(k): float(v) for k, v in settings["distribution"]["toolsets"].items()}
         self.prefix = _prefix(settings)
@@ -74,9 +74,11 @@ def run_task(settings: dict[str, Any], task: Task) -> dict[str, Any]:
     _track(+1)
     try:
         attempts = max(1, int((settings.get("resume") or {}).get("task_attempts", 2)))
+        spent = 0.0
         for attempt in range(1, attempts + 1):
             result = _attempt(settings, task)
             result["task_attempts"] = attempt
+            spent = result["spent_usd"] = spent + result.get("spent_usd", 0.0)
             if result["state"] != "error" or not result.get("transient") or attempt == attempts:
                 return result
             if CANCEL.wait(min(2.0 ** attempt, 30.0)):
@@ -91,15 +93,17 @@ def _attempt(settings: dict[str, Any], task: Task) -> dict[str, Any]:
     result: dict[str, Any] = {"key": task.key, "index": task.index, "row": task.row, "started_at": started}
     if CANCEL.is_set():
         return {**result, "state": "cancelled", "finished_at": time.time()}
+    client = None
     try:
         runtime = runtime_for(settings)
+        client = runtime.client.for_task()  # counts this task's spend against budget.max_task_cost_usd
         toolsets = draw(runtime.toolsets, int(settings["seed"]), task.key)
         result["toolsets"] = toolsets
         tools = tool_schemas(toolsets)
         result["tools_offered"] = [t["function"]["name"] for t in tools]
         sandbox = runtime.sandboxes.open(task.key, task.row)
         try:
-            outcome = run_agent(runtime.client, sandbox, task.row["prompt"], tools, settings,
+            outcome = run_agent(client, sandbox, task.row["prompt"], tools, settings,
                                 list(runtime.prefix), CANCEL)
         finally:
             sandbox.close()
@@ -107,7 +111,8 @@ def _attempt(settings: dict[str, Any], task: Task) -> dict[str, Any]:
     except Cancelled:
         result["state"] = "cancelled"
     except ProviderError as exc:
-        result.update(state="error", error_class=exc.error_class, transient=exc.transient, error=str(exc))
+        result.update(state="error", error_class=exc.error_class, transient=exc.transient, error=str(exc),
+                      stop_run=exc.stop_run)
         partial: Outcome | None = getattr(exc, "outcome", None)
         if partial is not None:
             result.update(api_calls=partial.api_calls, usage=partial.usage, messages=partial.messages)
@@ -118,6 +123,7 @@ def _attempt(settings: dict[str, Any], task: Task) -> dict[str, Any]:
     except Exception as exc:  # a bug must fail its own task, never the batch
         result.update(state="error", error_class="internal", transient=False,
                       error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}")
+    result["spent_usd"] = client.meter.spent if client is not None else 0.0
     result["finished_at"] = time.time()
     return result
 

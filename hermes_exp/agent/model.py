@@ -1,8 +1,10 @@
-"""The model client: the only module that imports `openai`. One client per process, retries with
-backoff that honours Retry-After, errors mapped to ProviderError with a ledger class."""
+"""The model client: the only module that imports `openai`. One client per process and run, shared by
+its workers: it builds each request from config (agent/wire.py), waits for the shared rate limiter,
+reserves the call's worst-case cost against the budget, retries transient failures, and prices usage."""
 
 from __future__ import annotations
 
+import itertools
 import random
 import threading
 import time
@@ -11,13 +13,13 @@ from typing import Any
 
 import openai
 
-from hermes_exp.errors import ProviderError
+from hermes_exp.agent.ratelimit import Limits, RateLimiter, register
+from hermes_exp.agent.retry import AuthCircuit, Failure, RetryPolicy, retry_after, upstream_failure
+from hermes_exp.agent.wire import SAMPLING_KEYS, Interop, call_request, static_request
+from hermes_exp.budget import Budget, BudgetLimits, TaskMeter
+from hermes_exp.cost import Pricing, estimate_prompt_tokens, usage_facts, worst_case
 
-TRANSIENT = (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError,
-             openai.APIConnectionError, openai.ConflictError)
-# Request fields a model preset may set under `sampling`; null means "not sent".
-SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "seed", "stop", "tool_choice",
-                 "parallel_tool_calls", "frequency_penalty", "presence_penalty")
+__all__ = ["SAMPLING_KEYS", "ModelClient", "Reply", "TaskClient", "check_config"]
 
 
 @dataclass
@@ -31,85 +33,146 @@ class Reply:
     attempts: int = 1
 
 
+def check_config(settings: dict[str, Any]) -> None:
+    """Validate every model, provider and budget setting before any work (raises ConfigError)."""
+    model, provider = settings["model"], settings["provider"]
+    static_request(model, provider)
+    RetryPolicy.from_config(model.get("retry"))
+    Limits.from_config(model.get("rate_limit"), int(settings.get("num_workers") or 1))
+    Pricing.from_config(model.get("pricing"))
+    BudgetLimits.from_settings(settings)
+
+
 class ModelClient:
     """Sends chat-completion requests built from the model and provider config."""
 
-    def __init__(self, model: dict[str, Any], provider: dict[str, Any], base_url: str, api_key: str) -> None:
+    def __init__(self, model: dict[str, Any], provider: dict[str, Any], base_url: str, api_key: str,
+                 workers: int = 4, limits: BudgetLimits | None = None, budget: Budget | None = None) -> None:
         self._model = model
-        retry = model.get("retry") or {}
-        self._max_attempts = int(retry.get("max_attempts", 5))
-        self._backoff = float(retry.get("backoff_seconds", 1.0))
-        self._max_wait = float(retry.get("max_wait_seconds", 60.0))
+        self._policy = RetryPolicy.from_config(model.get("retry"))
+        self._interop = Interop.from_config(model.get("interop"))
+        self._request = static_request(model, provider)
+        self._pricing = Pricing.from_config(model.get("pricing"))
+        self._limits = limits or BudgetLimits()
+        self._completion_cap = self._limits.completion_tokens(model)
+        self.budget = budget or Budget(self._limits.max_cost_usd)
+        self.limiter = RateLimiter(Limits.from_config(model.get("rate_limit"), workers))
+        self.circuit = AuthCircuit(self._policy.stop_after_auth_failures)
         self._client = openai.OpenAI(
             api_key=api_key, base_url=base_url, max_retries=0,
             timeout=float(model.get("timeout", 600)), default_headers=provider.get("headers") or None)
-        self._request = self._static_request(model, provider)
         self._rng = random.Random()
         self._lock = threading.Lock()
 
-    @staticmethod
-    def _static_request(model: dict[str, Any], provider: dict[str, Any]) -> dict[str, Any]:
-        """Everything in a request that does not change between calls, computed once."""
-        sampling = model.get("sampling") or {}
-        request: dict[str, Any] = {k: sampling[k] for k in SAMPLING_KEYS if sampling.get(k) is not None}
-        extra = dict(provider.get("extra_body") or {})
-        extra.update(model.get("extra_body") or {})
-        if extra:
-            request["extra_body"] = extra
-        return request
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any]) -> ModelClient:
+        """The process's client for a run: budget seeded with what the ledger says was already spent."""
+        from hermes_exp.settings import api_key
 
-    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
+        runtime = settings["runtime"]
+        limits = BudgetLimits.from_settings(settings)
+        client = cls(settings["model"], settings["provider"], runtime["base_url"], api_key(settings),
+                     workers=int(settings.get("num_workers") or 4), limits=limits,
+                     budget=Budget(limits.max_cost_usd, float(runtime.get("spent_usd") or 0.0)))
+        register(runtime["run_id"], client.limiter)
+        return client
+
+    def for_task(self) -> TaskClient:
+        return TaskClient(self, TaskMeter(self._limits.max_task_cost_usd))
+
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+                 meter: TaskMeter | None = None) -> Reply:
         """One call, retried on transient failures. Raises ProviderError when it gives up."""
-        request = {**self._request, "model": self._model["name"], "messages": messages}
-        if tools:
-            request["tools"] = tools
-        elif "tool_choice" in request or "parallel_tool_calls" in request:
-            request = {k: v for k, v in request.items() if k not in ("tool_choice", "parallel_tool_calls")}
-        deadline = time.monotonic() + self._max_wait
-        for attempt in range(1, self._max_attempts + 1):
-            try:
-                response = self._client.chat.completions.create(**request)
-                return self._reply(response, attempt)
-            except TRANSIENT as exc:
-                wait = self._wait(exc, attempt)
-                if attempt == self._max_attempts or time.monotonic() + wait > deadline:
-                    raise ProviderError(f"{_describe(exc)} (gave up after {attempt} attempts)", transient=True) from exc
-                time.sleep(wait)
-            except openai.APIStatusError as exc:
-                raise ProviderError(_describe(exc), transient=False) from exc
+        request = call_request(self._request, messages, tools, self._interop)
+        prompt_tokens = estimate_prompt_tokens(request)
+        worst = worst_case(self._pricing, prompt_tokens, self._completion_cap)
+        if meter is not None:
+            meter.check(worst)
+        reserved = self.budget.reserve(worst)
+        reply: Reply | None = None
+        try:
+            reply = self._call(request, prompt_tokens)
+        finally:
+            self.budget.settle(reserved, reply.usage["cost_usd"] if reply else 0.0)
+        if meter is not None:
+            meter.add({**reply.usage, "served_by": reply.served_by, "attempts": reply.attempts})
+        return reply
+
+    def _call(self, request: dict[str, Any], prompt_tokens: int) -> Reply:
+        deadline = time.monotonic() + self._policy.max_wait_seconds
+        for attempt in itertools.count(1):
+            self.circuit.check()
+            outcome = self._attempt(request, prompt_tokens, attempt)
+            if isinstance(outcome, Reply):
+                self.circuit.record(None)
+                return outcome
+            self.circuit.record(outcome)
+            if not outcome.transient or attempt >= self._policy.max_attempts:
+                raise outcome.error(attempt)
+            with self._lock:
+                wait = self._policy.wait(attempt, outcome.retry_after, self._rng)
+            if time.monotonic() + wait > deadline:
+                raise outcome.error(attempt)
+            time.sleep(wait)
         raise AssertionError("unreachable")
 
-    def _wait(self, exc: Exception, attempt: int) -> float:
-        retry_after = _retry_after(exc)
-        if retry_after is not None:
-            return retry_after
-        with self._lock:
-            jitter = self._rng.uniform(0.5, 1.5)
-        return min(self._backoff * 2 ** (attempt - 1) * jitter, 30.0)
+    def _attempt(self, request: dict[str, Any], prompt_tokens: int, attempt: int) -> Reply | Failure:
+        """One HTTP attempt inside a rate-limiter slot: a Reply, or the Failure to decide on."""
+        ticket = self.limiter.acquire(prompt_tokens)
+        failure: Failure | None = None
+        tokens: int | None = None
+        try:
+            response = self._client.chat.completions.create(**request)
+            failure = _in_body_failure(response)
+            if failure is None:
+                reply = self._reply(response, attempt)
+                tokens = reply.usage.get("total_tokens")
+                return reply
+        except openai.APIStatusError as exc:
+            failure = Failure(_describe(exc), exc.status_code, retry_after(exc.response.headers))
+        except openai.APIConnectionError as exc:  # includes timeouts
+            failure = Failure(_describe(exc))
+        finally:
+            self.limiter.release(ticket, rate_limited=failure is not None and failure.rate_limited, tokens=tokens)
+        return failure
 
-    @staticmethod
-    def _reply(response: Any, attempt: int) -> Reply:
-        if not response.choices:
-            raise ProviderError("the provider returned no choices", transient=True)
+    def _reply(self, response: Any, attempt: int) -> Reply:
         choice = response.choices[0]
         message = choice.message.model_dump(exclude_none=True)
-        usage = response.usage.model_dump(exclude_none=True) if response.usage else {}
-        served = {"model": getattr(response, "model", None), "provider": getattr(response, "provider", None)}
-        return Reply(message, choice.finish_reason, usage, {k: v for k, v in served.items() if v}, attempt)
+        raw_usage = response.usage.model_dump(exclude_none=True) if response.usage else {}
+        extra = response.model_extra or {}
+        served = {"model": getattr(response, "model", None), "provider": extra.get("provider")}
+        return Reply(message, choice.finish_reason, usage_facts(raw_usage, self._pricing),
+                     {k: v for k, v in served.items() if v}, attempt)
 
 
-def _retry_after(exc: Exception) -> float | None:
-    """Seconds the server asked us to wait (`retry-after-ms` or `retry-after` in seconds)."""
-    response = getattr(exc, "response", None)
-    if response is None:
-        return None
-    for header, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = response.headers.get(header)
-        try:
-            if value is not None:
-                return max(0.0, min(float(value) * scale, 120.0))
-        except ValueError:
-            continue
+class TaskClient:
+    """One task's view of the shared client: the same `complete`, plus the task's spend and calls."""
+
+    def __init__(self, client: ModelClient, meter: TaskMeter) -> None:
+        self.client = client
+        self.meter = meter
+
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
+        return self.client.complete(messages, tools, self.meter)
+
+    @property
+    def calls(self) -> list[dict[str, Any]]:
+        """Usage of every successful call of this task (what a failed task still cost)."""
+        return self.meter.calls
+
+
+def _in_body_failure(response: Any) -> Failure | None:
+    """An HTTP 200 that is not an answer: an error object instead of choices, or finish_reason "error"."""
+    failure = upstream_failure(response.model_extra)
+    if failure is not None:
+        return failure
+    if not response.choices:
+        return Failure("the provider returned no choices", 502)
+    choice = response.choices[0]
+    if choice.finish_reason == "error":
+        error = (choice.model_extra or {}).get("error")
+        return upstream_failure({"error": error if isinstance(error, dict) else {"message": "finish_reason=error"}})
     return None
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from hermes_exp.agent.reasoning import has_reasoning
 from hermes_exp.tools.registry import KNOWN_TOOLS
 
-TOKEN_KEYS = ("prompt_tokens", "completion_tokens", "reasoning_tokens")
+TOKEN_KEYS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens")
 
 
 class StatsBuilder:
@@ -24,6 +24,8 @@ class StatsBuilder:
         self.reasoning = Counter()
         self.tokens: Counter[str] = Counter()
         self.api_calls = 0
+        self.cost_usd = self.spent_usd = 0.0  # recorded attempts; every attempt (what the budget counts)
+        self.served_by: Counter[str] = Counter()
         self.batches: set[int] = set()
         self.completed = 0
         self.last_finished = 0.0
@@ -33,6 +35,8 @@ class StatsBuilder:
         for key in TOKEN_KEYS:
             self.tokens[key] += row.get(key) or 0
         self.api_calls += row.get("api_calls") or 0
+        self.cost_usd += row.get("cost_usd") or 0.0
+        self.spent_usd += row.get("spent_usd") or 0.0
         if row["state"] == "filtered":
             self.filtered[row["reason"] or "unknown"] += 1
         if row["state"] == "error":
@@ -41,6 +45,8 @@ class StatsBuilder:
             return
         self.batches.add(row["batch_num"])
         self.completed += bool(result.get("completed"))
+        self.served_by.update(u["served_by"]["provider"] for u in result.get("usage", [])
+                              if (u.get("served_by") or {}).get("provider"))
         self.last_finished = max(self.last_finished, row["finished_at"] or 0)
         for call in result.get("tool_calls", []):
             if call["name"] in self.tools:
@@ -72,6 +78,9 @@ class StatsBuilder:
             "invocations": len(ran),
             "api_calls": self.api_calls,
             "tokens": dict(self.tokens),
+            "cost_usd": round(self.cost_usd, 8),
+            "spent_usd": round(self.spent_usd, 8),
+            "served_by": dict(sorted(self.served_by.items())),
             "tool_statistics": {name: _rates(c) for name, c in self.tools.items()},
             "reasoning_statistics": {"total_assistant_turns": turns, "turns_with_reasoning": with_r,
                                      "turns_without_reasoning": turns - with_r,

@@ -1,0 +1,143 @@
+"""When a failed model call is worth retrying, how long to wait first, when to give up, and the
+circuit that stops a run whose calls keep failing authentication. No HTTP client in here."""
+
+from __future__ import annotations
+
+import random
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from hermes_exp.errors import ConfigError, ProviderError
+
+# Statuses a later attempt may get past: timeouts, conflicts, rate limits, server and gateway errors.
+TRANSIENT_STATUS = frozenset({408, 409, 425, 429})
+# Statuses that mean "this key may not call this model": retrying cannot help, and neither can the next task.
+AUTH_STATUS = frozenset({401, 402, 403})
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One failed attempt. `status` is None for timeouts and broken connections."""
+
+    message: str
+    status: int | None = None
+    retry_after: float | None = None
+
+    @property
+    def transient(self) -> bool:
+        return self.status is None or self.status in TRANSIENT_STATUS or self.status >= 500
+
+    @property
+    def auth(self) -> bool:
+        return self.status in AUTH_STATUS
+
+    @property
+    def rate_limited(self) -> bool:
+        return self.status == 429
+
+    def error(self, attempts: int) -> ProviderError:
+        """The task's error once we stop trying. An authentication failure is not retried in this run
+        (nothing changes until the key does) but stays class `provider`, which a re-run retries."""
+        if self.auth:
+            return ProviderError(self.message, transient=False, stop_run="auth")
+        if self.transient:
+            return ProviderError(f"{self.message} (gave up after {attempts} attempts)", transient=True)
+        return ProviderError(self.message, transient=False)
+
+
+def _number(raw: dict[str, Any], key: str, default: float, minimum: float, integer: bool = False) -> Any:
+    value = raw.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < minimum \
+            or (integer and int(value) != value):
+        kind = "an integer" if integer else "a number"
+        raise ConfigError(f"model.retry.{key}={value!r} must be {kind} >= {minimum}",
+                          f"set model.retry.{key}=<{kind} >= {minimum}> or null for the default {default}")
+    return int(value) if integer else float(value)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with jitter, bounded in attempts and in total time; Retry-After wins."""
+
+    max_attempts: int = 5
+    backoff_seconds: float = 1.0
+    max_backoff_seconds: float = 30.0
+    max_wait_seconds: float = 300.0
+    max_retry_after_seconds: float = 120.0
+    stop_after_auth_failures: int = 3
+
+    @classmethod
+    def from_config(cls, raw: dict[str, Any] | None) -> RetryPolicy:
+        raw = raw or {}
+        return cls(
+            max_attempts=_number(raw, "max_attempts", cls.max_attempts, 1, integer=True),
+            backoff_seconds=_number(raw, "backoff_seconds", cls.backoff_seconds, 0),
+            max_backoff_seconds=_number(raw, "max_backoff_seconds", cls.max_backoff_seconds, 0),
+            max_wait_seconds=_number(raw, "max_wait_seconds", cls.max_wait_seconds, 0),
+            max_retry_after_seconds=_number(raw, "max_retry_after_seconds", cls.max_retry_after_seconds, 0),
+            stop_after_auth_failures=_number(raw, "stop_after_auth_failures", cls.stop_after_auth_failures, 1,
+                                             integer=True))
+
+    def wait(self, attempt: int, retry_after: float | None, rng: random.Random) -> float:
+        """Seconds before attempt `attempt + 1`: what the server asked for, else backoff x jitter."""
+        if retry_after is not None:
+            return min(retry_after, self.max_retry_after_seconds)
+        return min(self.backoff_seconds * 2 ** (attempt - 1) * rng.uniform(0.5, 1.5), self.max_backoff_seconds)
+
+
+def retry_after(headers: Any) -> float | None:
+    """Seconds the server asked us to wait (`retry-after-ms`, else `retry-after` in seconds)."""
+    if headers is None:
+        return None
+    for header, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(header)
+        try:
+            if value is not None:
+                return max(0.0, float(value) * scale)
+        except ValueError:  # an HTTP date: rare from model APIs; fall back to backoff
+            continue
+    return None
+
+
+def upstream_failure(payload: dict[str, Any] | None) -> Failure | None:
+    """An error reported inside an HTTP 200 body (OpenRouter's upstream-provider errors):
+    `{"error": {"code": 502, ...}}`, or a choice with finish_reason "error"."""
+    if not payload:
+        return None
+    error = payload.get("error")
+    if not isinstance(error, dict):
+        return None
+    code = error.get("code")
+    status = code if isinstance(code, int) and 400 <= code < 600 else 502
+    meta = error.get("metadata") if isinstance(error.get("metadata"), dict) else {}
+    who = f" from upstream provider {meta['provider_name']}" if meta.get("provider_name") else ""
+    return Failure(f"error{who} inside an HTTP 200 body (code {code}): {error.get('message', '')}", status)
+
+
+class AuthCircuit:
+    """Opens after `threshold` authentication failures in a row, so a run with a wrong key stops after
+    a few calls instead of failing every task of the dataset. Any successful call closes it."""
+
+    def __init__(self, threshold: int) -> None:
+        self.threshold = threshold
+        self._streak = 0
+        self._last = ""
+        self._lock = threading.Lock()
+
+    def check(self) -> None:
+        """Raise instead of calling when the circuit is open."""
+        with self._lock:
+            if self._streak >= self.threshold:
+                raise ProviderError(f"not sent: {self._streak} calls in a row failed authentication "
+                                    f"(last: {self._last})", transient=False, stop_run="auth")
+
+    def record(self, failure: Failure | None) -> None:
+        with self._lock:
+            if failure is None:
+                self._streak = 0
+            elif failure.auth:
+                self._streak += 1
+                self._last = failure.message

@@ -1,0 +1,105 @@
+"""Spending limits: the run's budget (`budget.max_cost_usd`, counted over every invocation of the run)
+and a per-task cap (`budget.max_task_cost_usd`). Each call reserves its worst-case cost first, so
+the run stops within one call's worst case of the limit and never above it."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from hermes_exp.cost import Pricing
+from hermes_exp.errors import ConfigError, ProviderError
+
+
+class BudgetExhausted(ProviderError):
+    """The next call could take the run over `budget.max_cost_usd`. The task stops; the parent stops the
+    run, records what the task spent and leaves it pending, so a run with a higher budget continues it."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, transient=False, error_class="budget", stop_run="budget")
+
+
+@dataclass(frozen=True)
+class BudgetLimits:
+    max_cost_usd: float | None = None
+    max_task_cost_usd: float | None = None
+    assume_max_tokens: int = 4096  # a call's worst-case completion when model.sampling.max_tokens is null
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any]) -> BudgetLimits:
+        raw = {k: v for k, v in (settings.get("budget") or {}).items() if v is not None}
+        known = set(cls.__dataclass_fields__)
+        for key, value in raw.items():
+            if key not in known:
+                raise ConfigError(f"budget.{key} is not a budget setting", f"use one of: {', '.join(sorted(known))}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ConfigError(f"budget.{key}={value!r} must be a positive number",
+                                  f"set budget.{key}=<n > 0>, or null for no limit")
+        limits = cls(**raw)
+        model = settings.get("model") or {}
+        if (limits.max_cost_usd or limits.max_task_cost_usd) and Pricing.from_config(model.get("pricing")) is None:
+            raise ConfigError(
+                f"a budget is set but model.pricing is null for model {model.get('name')!r}, so the cost of a "
+                "call cannot be estimated before it is made",
+                "set model.pricing.prompt=<USD per 1M tokens> and model.pricing.completion=<USD per 1M tokens>")
+        return limits
+
+    def completion_tokens(self, model: dict[str, Any]) -> int:
+        """Completion tokens a call may use at most: max_tokens plus a separate reasoning budget."""
+        sampling = model.get("sampling") or {}
+        reasoning = model.get("reasoning") or {}
+        return int(sampling.get("max_tokens") or self.assume_max_tokens) + int(reasoning.get("max_tokens") or 0)
+
+
+class Budget:
+    """The run's spend as one process sees it: the ledger's total at the start plus this process's calls.
+    Thread-safe; shared by every worker of the process."""
+
+    def __init__(self, limit: float | None, spent: float = 0.0) -> None:
+        self.limit = limit
+        self.spent = spent
+        self._reserved = 0.0
+        self._cond = threading.Condition()
+
+    def reserve(self, worst: float) -> float:
+        """Reserve a call's worst case. Waits while calls in flight hold the room it needs (they may cost
+        less than they reserved); raises BudgetExhausted when even the settled spend leaves no room."""
+        if self.limit is None:
+            return 0.0
+        with self._cond:
+            while True:
+                if self.spent + worst > self.limit:
+                    raise BudgetExhausted(
+                        f"budget reached: ${self.spent:.6f} spent of budget.max_cost_usd={self.limit}, and the "
+                        f"next call could cost up to ${worst:.6f}")
+                if self.spent + self._reserved + worst <= self.limit:
+                    self._reserved += worst
+                    return worst
+                self._cond.wait()
+
+    def settle(self, reserved: float, actual: float) -> None:
+        with self._cond:
+            self._reserved -= reserved
+            self.spent += actual
+            self._cond.notify_all()
+
+
+class TaskMeter:
+    """One task's spend against `budget.max_task_cost_usd` (a task over its cap ends as error class
+    `budget`, which a re-run retries only with resume.retry_errors=[..., budget]), and its calls' usage."""
+
+    def __init__(self, limit: float | None) -> None:
+        self.limit = limit
+        self.spent = 0.0
+        self.calls: list[dict[str, Any]] = []
+
+    def check(self, worst: float) -> None:
+        if self.limit is not None and self.spent + worst > self.limit:
+            raise ProviderError(
+                f"task cost cap reached: ${self.spent:.6f} spent of budget.max_task_cost_usd={self.limit}, and "
+                f"the next call could cost up to ${worst:.6f}", transient=False, error_class="budget")
+
+    def add(self, usage: dict[str, Any]) -> None:
+        self.spent += usage.get("cost_usd") or 0.0
+        self.calls.append(usage)

@@ -1,0 +1,91 @@
+"""The parent's run-wide stops: the budget is reached, or calls keep failing authentication. It stops
+dispatching, keeps count of what the run spent, and ends the run with one message saying how to go on."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Iterator
+from typing import Any, TypeVar
+
+from hermes_exp.agent.ratelimit import stats_for
+from hermes_exp.agent.retry import RetryPolicy
+from hermes_exp.budget import BudgetLimits
+from hermes_exp.errors import RunStopped
+
+T = TypeVar("T")
+
+
+class RunGuard:
+    """`spent` starts from the ledger (every earlier invocation) and grows with each result."""
+
+    def __init__(self, settings: dict[str, Any], spent: float) -> None:
+        self.settings = settings
+        self.limit = BudgetLimits.from_settings(settings).max_cost_usd
+        self.spent = spent
+        self.auth_threshold = RetryPolicy.from_config(settings["model"].get("retry")).stop_after_auth_failures
+        self.stopped: str | None = None
+        self._auth_streak = 0
+        self._last_error = ""
+        self._seen_429s = 0
+
+    def gate(self, tasks: Iterable[T]) -> Iterator[T]:
+        """The tasks, until the run is stopped (checked before the next one is even read)."""
+        source = iter(tasks)
+        while not self.stopped:
+            task = next(source, None)
+            if task is None:
+                return
+            yield task
+
+    def observe(self, result: dict[str, Any], ledger: Any) -> bool:
+        """Count a worker result; False when it is not a task outcome to record (cancelled, or stopped by
+        the budget: the task stays pending, and only what it spent is written down)."""
+        spent = float(result.get("spent_usd") or 0.0)
+        self.spent += spent
+        cause = result.get("stop_run") if result.get("state") == "error" else None
+        self._auth_streak = self._auth_streak + 1 if cause == "auth" else 0
+        if cause == "auth" and self._auth_streak >= self.auth_threshold:
+            self._stop("auth", result.get("error", ""))
+        if cause == "budget" or (self.limit is not None and self.spent >= self.limit):
+            self._stop("budget", result.get("error", ""))
+        keep = result.get("state") != "cancelled" and cause != "budget"
+        if not keep and spent:
+            ledger.add_spend(result["key"], spent)
+        return keep
+
+    def _stop(self, cause: str, error: str) -> None:
+        if not self.stopped:
+            self.stopped, self._last_error = cause, error
+            print(f"\nstopping the run ({cause}): no new tasks are started", file=sys.stderr)
+
+    def note(self, row: dict[str, Any], run_id: str) -> dict[str, Any]:
+        """Keyword arguments for Progress.note after a recorded task."""
+        facts: dict[str, Any] = {"tokens": (row.get("prompt_tokens") or 0) + (row.get("completion_tokens") or 0),
+                                 "cost": row.get("cost_usd") or 0.0}
+        stats = stats_for(run_id)
+        if stats is not None:
+            facts["concurrency"] = stats.concurrency
+            facts["rate_limited"] = stats.rate_limited - self._seen_429s
+            self._seen_429s = stats.rate_limited
+        return facts
+
+    def check(self) -> None:
+        """Raise RunStopped (non-zero exit) if the run was stopped; call after the outputs are written."""
+        if self.stopped == "auth":
+            provider = self.settings["provider"]
+            raise RunStopped(
+                f"stopped early: {self.auth_threshold} model calls in a row failed authentication "
+                f"(model {self.settings['model']['name']!r} via {provider.get('name')}); last error: "
+                f"{self._last_error}",
+                f"check the API key in ${provider.get('api_key_env') or '(no key configured)'} and that it may "
+                "use this model; finished tasks are saved and the same command resumes")
+        if self.stopped == "budget":
+            raise RunStopped(
+                f"budget reached: ${self.spent:.4f} spent by this run (every invocation counted) of "
+                f"budget.max_cost_usd={self.limit}; tasks not finished were left pending",
+                f"raise it, e.g. budget.max_cost_usd={_suggest(self.limit)}, and run the same command "
+                "again to continue")
+
+
+def _suggest(limit: float | None) -> str:
+    return f"{(limit or 0) * 2:g}"
