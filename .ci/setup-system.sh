@@ -3,6 +3,7 @@
 set -euo pipefail
 need=()
 command -v chromium >/dev/null || need+=(chromium)
+dpkg -s fonts-dejavu-core >/dev/null 2>&1 || need+=(fonts-dejavu-core)
 if ((${#need[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -q
