@@ -16,6 +16,7 @@ from typing import Any
 from hydra.utils import instantiate
 
 from hermes_exp import worker
+from hermes_exp.agent.probe import probe
 from hermes_exp.dataset import Task, open_dataset, scan, stream_tasks
 from hermes_exp.errors import LedgerError
 from hermes_exp.guard import RunGuard
@@ -25,6 +26,7 @@ from hermes_exp.runlock import RunLock
 from hermes_exp.settings import check, identity_config, identity_hash
 from hermes_exp.store import filters as filters_mod
 from hermes_exp.store.export import export
+from hermes_exp.store.formats import chosen_formats
 from hermes_exp.store.ledger import Ledger
 
 EXIT_OK, EXIT_TASK_ERRORS, EXIT_INTERRUPTED = 0, 3, 130
@@ -85,6 +87,7 @@ def ledger_row(result: dict[str, Any], filters: list[filters_mod.Filter]) -> dic
 def run(settings: dict[str, Any]) -> int:
     """Run one experiment (or, with action=export, only re-filter and re-export); return the exit code."""
     check(settings)
+    chosen_formats(settings)  # a typo in outputs.formats must not surface after hours of work
     wanted = intent(settings)
     run_dir = Path(settings["run_dir"]).resolve()
     identity = identity_hash(settings)
@@ -144,6 +147,7 @@ def _dispatch(settings: dict[str, Any], ledger: Ledger, dataset: Path, todo: dic
     with model_endpoint(settings) as base_url, sigterm_as_interrupt():
         settings = {**settings, "runtime": {"base_url": base_url, "run_id": run_id, "spent_usd": guard.spent}}
         try:
+            probe(base_url)
             _preflight(settings, images)
             tasks = guard.gate(_marked(ledger, dataset, todo))
             for result in executor.map_unordered(worker.run_task, settings, tasks):

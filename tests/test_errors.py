@@ -75,3 +75,27 @@ def test_list_distributions(tmp_path: Path) -> None:
     assert result.returncode == 0
     assert "development" in result.stdout and "terminal: 80" in result.stdout
     assert "read_file, write_file, patch, search_files" in result.stdout
+
+
+def test_unreachable_base_url_is_found_at_start_up(tmp_path: Path) -> None:
+    result = run_cli(tmp_path, "run_name=unreach", "model.base_url=http://127.0.0.1:9/v1")
+    _fails(result, "cannot reach the model endpoint http://127.0.0.1:9/v1", "Connection refused", "model=mock")
+    assert result.returncode == 2
+    assert "failed" not in result.stderr  # no task was attempted
+
+
+def test_docker_engine_down_is_one_clear_error(tmp_path: Path) -> None:
+    result = run_cli(tmp_path, "run_name=nodocker", "sandbox=docker", env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    _fails(result, "cannot reach the Docker engine at unix:///nonexistent.sock", "sandbox=bwrap or sandbox=local")
+    assert result.stderr.count("cannot reach the Docker engine") == 1
+
+
+def test_unknown_config_option_gets_hydras_message(tmp_path: Path) -> None:
+    result = run_cli(tmp_path, "max_turn=5")
+    _fails(result, "Could not override 'max_turn'", "Key 'max_turn' is not in struct")
+
+
+def test_unknown_output_format(tmp_path: Path) -> None:
+    result = run_cli(tmp_path, "outputs.formats=[sharegpt,csv]")
+    _fails(result, "'csv'", "sharegpt, openai, parquet")
+    assert not (tmp_path / "outputs" / "demo" / "ledger.db").exists()  # refused before any work

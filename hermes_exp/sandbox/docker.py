@@ -330,7 +330,9 @@ class DockerSandboxFactory:
             self._api()
             self._reap(everything=True)
         except SandboxError as exc:
-            log.warning("docker sandbox shutdown: %s", exc)
+            # An engine that never answered holds nothing of ours; the start-up error said it all.
+            if self._client is not None:
+                log.warning("docker sandbox shutdown: %s", exc)
 
 
 def _pull(api: Any, repo: str, tag: str) -> BaseException | None:
