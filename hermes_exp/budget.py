@@ -56,11 +56,23 @@ class Budget:
     """The run's spend as one process sees it: the ledger's total at the start plus this process's calls.
     Thread-safe; shared by every worker of the process."""
 
-    def __init__(self, limit: float | None, spent: float = 0.0) -> None:
+    def __init__(self, limit: float | None, spent: float = 0.0, label: str = "budget.max_cost_usd") -> None:
         self.limit = limit
         self.spent = spent
+        self.label = label
         self._reserved = 0.0
         self._cond = threading.Condition()
+
+    @classmethod
+    def for_process(cls, settings: dict[str, Any], limit: float | None, spent: float) -> Budget:
+        """Threads share one Budget. Worker processes share no memory, so each gets an equal share of
+        what is left: together they stay under the limit (and may stop a little before it)."""
+        executor = settings.get("executor") or {}
+        processes = int(executor.get("n_jobs") or 1) if executor.get("backend", "threading") != "threading" else 1
+        if limit is None or processes <= 1:
+            return cls(limit, spent)
+        share = spent + max(0.0, limit - spent) / processes
+        return cls(share, spent, f"this process's 1/{processes} share (${share:.6f}) of budget.max_cost_usd={limit}")
 
     def reserve(self, worst: float) -> float:
         """Reserve a call's worst case. Waits while calls in flight hold the room it needs (they may cost
@@ -71,12 +83,15 @@ class Budget:
             while True:
                 if self.spent + worst > self.limit:
                     raise BudgetExhausted(
-                        f"budget reached: ${self.spent:.6f} spent of budget.max_cost_usd={self.limit}, and the "
-                        f"next call could cost up to ${worst:.6f}")
+                        f"no room for the next call: ${self.spent:.6f} spent of {self._limit_text()}, and "
+                        f"the call could cost up to ${worst:.6f}")
                 if self.spent + self._reserved + worst <= self.limit:
                     self._reserved += worst
                     return worst
                 self._cond.wait()
+
+    def _limit_text(self) -> str:
+        return f"{self.label}={self.limit}" if self.label == "budget.max_cost_usd" else self.label
 
     def settle(self, reserved: float, actual: float) -> None:
         with self._cond:

@@ -47,7 +47,7 @@ class RunGuard:
         if cause == "auth" and self._auth_streak >= self.auth_threshold:
             self._stop("auth", result.get("error", ""))
         if cause == "budget" or (self.limit is not None and self.spent >= self.limit):
-            self._stop("budget", result.get("error", ""))
+            self._stop("budget", result.get("error", "") if cause == "budget" else "")
         keep = result.get("state") != "cancelled" and cause != "budget"
         if not keep and spent:
             ledger.add_spend(result["key"], spent)
@@ -80,9 +80,10 @@ class RunGuard:
                 f"check the API key in ${provider.get('api_key_env') or '(no key configured)'} and that it may "
                 "use this model; finished tasks are saved and the same command resumes")
         if self.stopped == "budget":
+            why = f" ({self._last_error})" if self._last_error else ""
             raise RunStopped(
-                f"budget reached: ${self.spent:.4f} spent by this run (every invocation counted) of "
-                f"budget.max_cost_usd={self.limit}; tasks not finished were left pending",
+                f"budget reached: ${self.spent:.6f} spent by this run (every invocation counted) of "
+                f"budget.max_cost_usd={self.limit}{why}; unfinished tasks were left pending",
                 f"raise it, e.g. budget.max_cost_usd={_suggest(self.limit)}, and run the same command "
                 "again to continue")
 

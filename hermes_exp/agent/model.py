@@ -71,9 +71,9 @@ class ModelClient:
 
         runtime = settings["runtime"]
         limits = BudgetLimits.from_settings(settings)
+        budget = Budget.for_process(settings, limits.max_cost_usd, float(runtime.get("spent_usd") or 0.0))
         client = cls(settings["model"], settings["provider"], runtime["base_url"], api_key(settings),
-                     workers=int(settings.get("num_workers") or 4), limits=limits,
-                     budget=Budget(limits.max_cost_usd, float(runtime.get("spent_usd") or 0.0)))
+                     workers=int(settings.get("num_workers") or 4), limits=limits, budget=budget)
         register(runtime["run_id"], client.limiter)
         return client
 
