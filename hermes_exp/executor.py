@@ -1,15 +1,21 @@
-"""Parallel execution through joblib: results come back unordered, as they finish."""
+"""Parallel execution through joblib: results come back unordered, as they finish.
+
+threads and processes run on this machine; dask and ray spread tasks over a cluster through
+joblib's backends. In every case the parent process stays the ledger's only writer."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
-from joblib import Parallel, delayed
+from joblib import Parallel, delayed, parallel_config
+
+from hermes_exp.errors import ConfigError
 
 
 class JoblibExecutor:
-    """`backend` is any joblib backend name: threading (default), loky, dask, ray.
+    """`backend` is a joblib backend: threading (default) or loky (processes).
 
     Tasks are pulled lazily from the iterable (at most `pre_dispatch` ahead), so a dataset of any
     size streams through without being held in memory."""
@@ -20,8 +26,78 @@ class JoblibExecutor:
         self.n_jobs = int(n_jobs)
         self.pre_dispatch = pre_dispatch
 
+    def cluster(self) -> AbstractContextManager[Any]:
+        """Whatever must exist while tasks run (a cluster client); nothing for local backends."""
+        return nullcontext()
+
     def map_unordered(self, fn: Callable[..., dict[str, Any]], settings: dict[str, Any],
                       tasks: Iterable[Any]) -> Iterator[dict[str, Any]]:
-        parallel = Parallel(n_jobs=self.n_jobs, backend=self.backend, return_as="generator_unordered",
-                            pre_dispatch=self.pre_dispatch)
-        return parallel(delayed(fn)(settings, task) for task in tasks)
+        with self.cluster(), parallel_config(backend=self.backend):
+            parallel = Parallel(n_jobs=self.n_jobs, return_as="generator_unordered", pre_dispatch=self.pre_dispatch)
+            yield from parallel(delayed(fn)(settings, task) for task in tasks)
+
+
+def _missing(package: str, extra: str) -> ConfigError:
+    return ConfigError(f"executor needs the {package!r} package, which is not installed",
+                       f"pip install 'hermes-exp[{extra}]', or use executor=threads")
+
+
+class DaskExecutor(JoblibExecutor):
+    """Tasks on a Dask cluster: `address` of a scheduler, or a LocalCluster of `n_workers` processes."""
+
+    def __init__(self, address: str | None = None, n_workers: int = 2, threads_per_worker: int = 8,
+                 **kwargs: Any) -> None:
+        super().__init__(backend="dask", **kwargs)
+        self.address, self.n_workers, self.threads_per_worker = address, int(n_workers), int(threads_per_worker)
+
+    def cluster(self) -> AbstractContextManager[Any]:
+        try:
+            from dask.distributed import Client, LocalCluster
+        except ImportError as exc:
+            raise _missing("dask[distributed]", "dask") from exc
+        if self.address:
+            return Client(self.address)
+        local = LocalCluster(n_workers=self.n_workers, threads_per_worker=self.threads_per_worker,
+                             processes=True, dashboard_address=None)
+        return Client(local)
+
+
+class RayExecutor(JoblibExecutor):
+    """Tasks on a Ray cluster: `address` of a running cluster ("auto"), or a local one of `num_cpus`.
+
+    Ray's joblib backend cannot return results as they finish, so this submits tasks itself,
+    keeping `2 * n_jobs` in flight and taking whichever finishes first."""
+
+    def __init__(self, address: str | None = None, num_cpus: int | None = None, **kwargs: Any) -> None:
+        super().__init__(backend="ray", **kwargs)
+        self.address, self.num_cpus = address, num_cpus
+
+    def map_unordered(self, fn: Callable[..., dict[str, Any]], settings: dict[str, Any],
+                      tasks: Iterable[Any]) -> Iterator[dict[str, Any]]:
+        try:
+            import ray
+        except ImportError as exc:
+            raise _missing("ray", "ray") from exc
+        started = not ray.is_initialized()
+        if started:
+            ray.init(address=self.address, num_cpus=self.num_cpus, include_dashboard=False,
+                     log_to_driver=False, configure_logging=False)
+        try:
+            yield from _ray_unordered(ray, fn, settings, iter(tasks), window=2 * self.n_jobs)
+        finally:
+            if started:
+                ray.shutdown()
+
+
+def _ray_unordered(ray: Any, fn: Callable[..., Any], settings: dict[str, Any], tasks: Iterator[Any],
+                   window: int) -> Iterator[dict[str, Any]]:
+    remote = ray.remote(fn)
+    shared = ray.put(settings)  # sent to the cluster once, not with every task
+    # range first: zip stops on it without pulling (and losing) one more task
+    in_flight = [remote.remote(shared, task) for _, task in zip(range(window), tasks)]
+    while in_flight:
+        done, in_flight = ray.wait(in_flight, num_returns=1)
+        yield ray.get(done[0])
+        for task in tasks:
+            in_flight.append(remote.remote(shared, task))
+            break
