@@ -85,6 +85,18 @@ def test_openrouter_routing_reasoning_sampling_through_the_cli(tmp_path: Path, m
     assert all(r["body"]["provider"] == body["provider"] for r in rest)
 
 
+def test_a_routing_setting_is_a_sweep(tmp_path: Path, mock_server) -> None:
+    data = write_dataset(tmp_path / "p.jsonl", [{"prompt": "RUN: echo swept"}])
+    result = run_cli(tmp_path, "-m", "model=sonnet", f"model.base_url={mock_server.base_url}", f"dataset.path={data}",
+                     "run_name=sweep", "filters=none", "provider.routing.sort=price,latency",
+                     env={"OPENROUTER_API_KEY": "sk-or-test"})
+    assert result.returncode == 0, result.stderr
+    jobs = sorted(p.parent.name for p in (tmp_path / "outputs" / "sweep").rglob("statistics.json"))
+    assert len(jobs) == 2 and any("price" in j for j in jobs) and any("latency" in j for j in jobs)
+    sorts = [r["body"]["provider"]["sort"] for r in read_jsonl(tmp_path / "requests.jsonl")]
+    assert set(sorts) == {"price", "latency"} and sorts.count("price") == sorts.count("latency")
+
+
 @pytest.mark.parametrize("overrides, expected", [
     (["model=sonnet", "model.reasoning.max_tokens=2048"], {"reasoning": {"max_tokens": 2048}}),
     (["model=sonnet", "model.reasoning.enabled=false"], {"reasoning": {"enabled": False}}),
