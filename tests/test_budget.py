@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import read_jsonl, request_count, run_cli, write_dataset
+from conftest import request_count, run_cli, write_dataset
 from test_providers import settings_for
 
 from hermes_exp.agent.model import check_config

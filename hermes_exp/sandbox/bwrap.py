@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import resource
 import shutil
 import signal
@@ -21,6 +20,7 @@ from hermes_exp.errors import SandboxError
 from hermes_exp.sandbox.base import ExecResult, confine
 from hermes_exp.sandbox.local import LocalSandbox
 from hermes_exp.sandbox.process import clean_env, kill_group, run_group
+from hermes_exp.sandbox.taskdirs import TaskDirs
 
 log = logging.getLogger(__name__)
 
@@ -194,34 +194,23 @@ class BwrapSandboxFactory:
 
     def __init__(self, root: str | None = None, output_limit: int = 20000, keep: bool = False,
                  env: dict[str, str] | None = None, memory_mb: int = 4096, cpu_seconds: int = 600,
-                 pids_limit: int = 512, run_id: str = "hx", **_: Any) -> None:
-        self._root = root
+                 pids_limit: int = 512, run_id: str | None = None, **_: Any) -> None:
+        self._dirs = TaskDirs(root, run_id, bool(keep))
         self._output_limit = int(output_limit)
-        self._keep = bool(keep)
         self._env = {str(k): str(v) for k, v in (env or {}).items()}
         self._memory_mb = int(memory_mb)
         self._cpu_seconds = int(cpu_seconds)
         self._pids_limit = int(pids_limit)
-        self._run_id = re.sub(r"[^A-Za-z0-9_.-]", "_", str(run_id))[:40]
         self._bwrap: str | None = None
         self._lock = threading.Lock()
-        self._live: set[BwrapSandbox] = set()
 
     def preflight(self, rows_images: set[str] | None = None) -> None:
         """Fail once, up front, if bubblewrap is missing or cannot create its namespaces here; remove
         what a killed earlier invocation of this run left (called before any task starts)."""
         self._checked_bwrap()
-        for group in self._leftovers(PIDS_CGROUP_ROOT / "hermes-exp"):
+        for group in self._dirs.leftovers(PIDS_CGROUP_ROOT / "hermes-exp"):
             remove_cgroup(group)
-        if not self._keep:
-            for leftover in self._leftovers(Path(self._root or tempfile.gettempdir())):
-                shutil.rmtree(leftover, ignore_errors=True)
-
-    def _leftovers(self, parent: Path) -> list[Path]:
-        """This run's task dirs (or cgroups) under `parent`: exactly the names open() makes, so that
-        nothing else in a shared temp dir can match."""
-        name = re.compile(re.escape(self._run_id) + r"-[A-Za-z0-9]{1,12}-[a-z0-9_]{8}")
-        return [p for p in (parent.iterdir() if parent.is_dir() else []) if name.fullmatch(p.name)]
+        self._dirs.reap()
 
     def _checked_bwrap(self) -> str:
         with self._lock:
@@ -237,25 +226,15 @@ class BwrapSandboxFactory:
 
     def open(self, task_key: str, row: dict[str, Any]) -> BwrapSandbox:
         bwrap = self._checked_bwrap()
-        if self._root:
-            os.makedirs(self._root, exist_ok=True)
-        prefix = f"{self._run_id}-{re.sub(r'[^A-Za-z0-9]', '', task_key.split(':')[-1])[:12] or 'task'}-"
-        try:
-            root = Path(tempfile.mkdtemp(prefix=prefix, dir=self._root))
-        except OSError as exc:
-            raise SandboxError(f"cannot create a sandbox directory under {self._root or tempfile.gettempdir()}: {exc}") from exc
+        root = self._dirs.make(task_key)
         # No chown needed: bwrap maps uid 1000 inside to the caller's uid, which owns `root`.
         cgroup = make_pids_cgroup(root.name, self._pids_limit) if self._pids_limit > 0 else None
         box = BwrapSandbox(root, argv=bwrap_args(bwrap, str(root), clean_env(WORKDIR, self._env)),
-                           output_limit=self._output_limit, env=self._env, keep=self._keep, cgroup=cgroup,
+                           output_limit=self._output_limit, env=self._env, keep=self._dirs.keep, cgroup=cgroup,
                            preexec=limiter(self._memory_mb, self._cpu_seconds, cgroup))
-        with self._lock:
-            self._live = {b for b in self._live if not b.closed} | {box}
+        self._dirs.track(box)
         return box
 
     def shutdown(self) -> None:
         """Close every sandbox still open (tasks cut short by an interrupt). Safe to call twice."""
-        with self._lock:
-            live, self._live = self._live, set()
-        for box in live:
-            box.close()
+        self._dirs.close_all()

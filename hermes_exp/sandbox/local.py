@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import shutil
-import threading
-import uuid
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from hermes_exp.errors import SandboxError, ToolError
 from hermes_exp.sandbox.base import ExecResult, confine
 from hermes_exp.sandbox.process import clean_env, kill_group, run_group
+from hermes_exp.sandbox.taskdirs import TaskDirs
 
 
 class LocalSandbox:
@@ -65,44 +62,23 @@ class LocalSandbox:
 
 
 class LocalSandboxFactory:
-    """Opens LocalSandboxes under `root` (default: the system temp dir), named after the run so
-    that directories left by a killed run are removed when the run starts again."""
+    """Opens LocalSandboxes under `root` (default: the system temp dir)."""
 
     def __init__(self, root: str | None = None, output_limit: int = 20000, keep: bool = False,
                  env: dict[str, str] | None = None, run_id: str | None = None, **_: Any) -> None:
-        self._root = root
+        self._dirs = TaskDirs(root, run_id, bool(keep))
         self._output_limit = int(output_limit)
-        self._keep = bool(keep)
         self._env = dict(env or {})
-        # Without a run id, a unique one: the reaper must never match another run's directories.
-        self._run_id = run_id or f"hx-{uuid.uuid4().hex[:12]}"
-        self._live: set[LocalSandbox] = set()
-        self._lock = threading.Lock()
 
     def preflight(self, rows_images: set[str] | None = None) -> None:
         """Remove this run's leftovers (a SIGKILLed runner cannot clean up after itself)."""
-        if self._keep:
-            return
-        for leftover in Path(self._root or tempfile.gettempdir()).glob(f"{self._run_id}-*"):
-            shutil.rmtree(leftover, ignore_errors=True)
+        self._dirs.reap()
 
     def open(self, task_key: str, row: dict[str, Any]) -> LocalSandbox:
-        if self._root:
-            os.makedirs(self._root, exist_ok=True)
-        prefix = f"{self._run_id}-{task_key.split(':')[-1][:12]}-"
-        try:
-            path = Path(tempfile.mkdtemp(prefix=prefix, dir=self._root))
-        except OSError as exc:
-            raise SandboxError(f"cannot create a sandbox directory under {self._root or tempfile.gettempdir()}: {exc}") from exc
-        box = LocalSandbox(path, output_limit=self._output_limit, env=self._env, keep=self._keep)
-        with self._lock:
-            self._live = {b for b in self._live if not b.closed} | {box}
+        box = LocalSandbox(self._dirs.make(task_key), output_limit=self._output_limit, env=self._env,
+                           keep=self._dirs.keep)
+        self._dirs.track(box)
         return box
 
     def shutdown(self) -> None:
-        """Close every sandbox still open (tasks cut short by an interrupt)."""
-        with self._lock:
-            live, self._live = self._live, set()
-        for box in live:
-            if not box.closed:
-                box.close()
+        self._dirs.close_all()
