@@ -39,7 +39,9 @@ class Progress:
 
     `update` is called once per finished task; `note` (optional) adds usage as it becomes known."""
 
-    def __init__(self, total: int, already: int = 0, stream: TextIO | None = None, every: float = 10.0) -> None:
+    def __init__(self, total: int, already: int = 0, stream: TextIO | None = None, every: float = 10.0,
+                 label: str = "hermes-exp") -> None:
+        self.label = label  # the run (or sweep job) the bar is about
         self.total = total
         self.already = already
         self.counts: Counter[str] = Counter()
@@ -150,14 +152,15 @@ class Progress:
         width = 24
         filled = int(width * self.finished / self.total) if self.total else width
         details = "  ".join(text for text, _ in self._details())
-        return f"[{'#' * filled}{'-' * (width - filled)}] {self.finished}/{self.total}  {details}  {self._pace()}"
+        bar = f"[{'#' * filled}{'-' * (width - filled)}] {self.finished}/{self.total}  {details}  {self._pace()}"
+        return f"{self.label} {bar}"
 
     def __rich__(self) -> Group:
         bar = ProgressBar(total=max(self.total, 1), completed=self.finished, width=30,
                           complete_style="yellow" if self.counts["error"] else "green", finished_style="green")
         grid = Table.grid(padding=(0, 1))
-        grid.add_row(Text("hermes-exp", style="bold"), bar, Text(f"{self.finished}/{self.total}  {self._pace()}"))
-        details = Text(" " * 11)
+        grid.add_row(Text(self.label, style="bold"), bar, Text(f"{self.finished}/{self.total}  {self._pace()}"))
+        details = Text(" " * (len(self.label) + 1))
         for i, (text, style) in enumerate(self._details()):
             details.append(("  " if i else "") + text, style=style)
         return Group(grid, details)

@@ -140,7 +140,8 @@ def _dispatch(settings: dict[str, Any], ledger: Ledger, dataset: Path, todo: dic
     run_id = "hx-" + hashlib.blake2b(str(ledger.path.parent).encode(), digest_size=6).hexdigest()
     filters = filters_mod.build(settings.get("filters"))
     executor = instantiate(settings["executor"])
-    progress = Progress(total=len(todo), already=total - len(todo))
+    label = str(Path(settings["run_name"]) / _job_name(ledger.path.parent, settings["run_name"]))
+    progress = Progress(total=len(todo), already=total - len(todo), label=label)
     invocation = ledger.start_invocation()
     ran = calls = 0
     interrupted = False
@@ -165,6 +166,11 @@ def _dispatch(settings: dict[str, Any], ledger: Ledger, dataset: Path, todo: dic
             _stop_workers(run_id, grace=float((settings.get("resume") or {}).get("grace_seconds", 10)))
             ledger.finish_invocation(invocation, ran, calls)
     return EXIT_INTERRUPTED if interrupted else EXIT_OK
+
+
+def _job_name(run_dir: Path, run_name: str) -> str:
+    """A sweep job's own part of its directory (its override values); empty for a single run."""
+    return "" if run_dir.name == run_name else run_dir.name
 
 
 def _preflight(settings: dict[str, Any], images: set[str]) -> None:

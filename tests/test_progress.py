@@ -27,7 +27,7 @@ def test_log_lines_when_not_a_terminal() -> None:
     progress.close()
     lines = out.getvalue().splitlines()
     assert len(lines) == 2  # the first finished task, then the last: nothing redrawn in between
-    assert lines[0].startswith("[######------------------] 1/4  done 1  filtered 0  failed 0")
+    assert lines[0].startswith("hermes-exp [######------------------] 1/4  done 1  filtered 0  failed 0")
     last = lines[-1]
     for part in ("4/4", "done 2", "filtered 1", "failed 1", "running 0", "1.5k tokens", "$0.2500",
                  "concurrency 8", "429s 2 in last 60s", "2 finished earlier", "took "):
