@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 import hydra
@@ -12,7 +14,9 @@ from omegaconf import DictConfig, OmegaConf
 from hermes_exp.errors import HermesExpError
 
 log = logging.getLogger("hermes_exp")
-_status: list[int] = []
+# Sweep jobs may run in other processes (hydra/launcher=joblib, submitit): each appends its exit
+# code to this file, so the command's own exit code reflects every job.
+STATUS_ENV = "HERMES_EXP_STATUS_FILE"
 
 
 def config_dir() -> Path:
@@ -50,13 +54,20 @@ def _job(cfg: DictConfig) -> None:
 
     try:
         _snapshot(cfg)
-        _status.append(run(to_plain(cfg)))
+        _report_status(run(to_plain(cfg)))
     except HermesExpError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        _status.append(exc.exit_code)
+        _report_status(exc.exit_code)
     except KeyboardInterrupt:
         print("interrupted before any task ran; nothing was changed", file=sys.stderr)
-        _status.append(130)
+        _report_status(130)
+
+
+def _report_status(code: int) -> None:
+    path = os.environ.get(STATUS_ENV)
+    if path:
+        with open(path, "a", encoding="utf-8") as fh:  # one short append: atomic across processes
+            fh.write(f"{code}\n")
 
 
 def main() -> None:
@@ -66,8 +77,15 @@ def main() -> None:
         print_listing(config_dir())
         return
     register_resolvers()
-    hydra.main(version_base=None, config_path=str(config_dir()), config_name="config")(_job)()
-    sys.exit(max(_status, default=0))
+    fd, status_file = tempfile.mkstemp(prefix="hermes-exp-status-")
+    os.close(fd)
+    os.environ[STATUS_ENV] = status_file
+    try:
+        hydra.main(version_base=None, config_path=str(config_dir()), config_name="config")(_job)()
+        codes = [int(line) for line in Path(status_file).read_text().split()]
+    finally:
+        os.unlink(status_file)
+    sys.exit(max(codes, default=0))
 
 
 if __name__ == "__main__":
