@@ -1,0 +1,137 @@
+"""The offline mock model's behaviour: a deterministic plan that really uses the tools it is offered
+(prompt directives RUN:/WRITE:/READ:/LOOP, else a default plan), answers from the tool results, and
+reports reasoning and usage. `mock_server.py` serves it over HTTP."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import shlex
+import time
+from typing import Any
+
+Action = tuple[str, dict[str, Any]]
+
+_INTROS = {"terminal": "Let me run a command.", "write_file": "Let me write a file.",
+           "read_file": "Let me read a file.", "search_files": "Let me search the files.",
+           "patch": "Let me patch a file."}
+
+
+def canon(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def digest(*parts: object) -> str:
+    return hashlib.blake2b("|".join(str(p) for p in parts).encode(), digest_size=16).hexdigest()
+
+
+def draw(*parts: object) -> random.Random:
+    """A generator seeded only by `parts`, so the same conversation state decides the same way every run."""
+    return random.Random(int(digest(*parts), 16))
+
+
+def _text(content: Any) -> str:
+    """Message content as text: a string, or the text parts of a list of parts."""
+    if isinstance(content, list):
+        return "\n".join(_text(p.get("text") if isinstance(p, dict) else p) for p in content)
+    return content if isinstance(content, str) else "" if content is None else canon(content)
+
+
+def _plan(prompt: str, tools: list[str]) -> tuple[list[Action], bool]:
+    """Actions requested by the prompt's directives (else the default plan) and whether LOOP follows them."""
+    actions: list[Action] = []
+    found = False
+    for line in prompt.splitlines():
+        line = line.strip()
+        head, _, rest = line.partition(":")
+        rest = rest.strip()
+        if line == "LOOP":
+            return actions, bool(tools)
+        if head == "RUN" and rest:
+            action: Action = ("terminal", {"command": rest})
+        elif head == "WRITE" and rest:
+            path, _, content = rest.partition(" ")
+            action = ("write_file", {"path": path, "content": content})
+        elif head == "READ" and rest:
+            action = ("read_file", {"path": rest})
+        else:
+            continue
+        found = True
+        if action[0] in tools:
+            actions.append(action)
+    return (actions if found else _default_plan(prompt, tools)), False
+
+
+def _default_plan(prompt: str, tools: list[str]) -> list[Action]:
+    snippet = " ".join(prompt.split())[:40]
+    candidates: list[Action] = [
+        ("terminal", {"command": f"echo {shlex.quote(snippet)} | wc -w"}),
+        ("write_file", {"path": "notes.md", "content": f"# Notes\n{prompt}\n"}),
+        ("read_file", {"path": "notes.md"}),
+        ("search_files", {"pattern": "Notes"}),
+    ]
+    return [a for a in candidates if a[0] in tools]
+
+
+def _next_action(prompt: str, tools: list[str], step: int, bad: bool) -> Action | None:
+    """The tool call for this step, or None when the plan is exhausted and the model should answer."""
+    plan, loops = _plan(prompt, tools)
+    if bad and step == 0 and (plan or loops):
+        return "nonexistent_tool", {"x": 1}
+    if step < len(plan):
+        return plan[step]
+    if not loops:
+        return None
+    if "terminal" in tools:
+        return "terminal", {"command": f"echo step {step}"}
+    fallback = _default_plan(prompt, tools[:1])  # any offered tool keeps the loop going
+    return fallback[0] if fallback else (tools[0], {})
+
+
+def _parse(body: dict[str, Any]) -> tuple[list[dict[str, Any]], str, list[str]]:
+    """Messages, user prompt and offered tool names, tolerating any odd shapes."""
+    raw_messages = body.get("messages")
+    messages = [m for m in raw_messages if isinstance(m, dict)] if isinstance(raw_messages, list) else []
+    prompt = next((_text(m.get("content")) for m in messages if m.get("role") == "user"), "")
+    raw_tools = body.get("tools") if isinstance(body.get("tools"), list) else []
+    functions = [t.get("function") for t in raw_tools if isinstance(t, dict)]
+    tools = [f["name"] for f in functions if isinstance(f, dict) and isinstance(f.get("name"), str)]
+    return messages, prompt, tools
+
+
+def completion(body: dict[str, Any], seed: int, bad_tool_rate: float, no_reasoning_rate: float) -> dict[str, Any]:
+    messages, prompt, tools = _parse(body)
+    step = sum(1 for m in messages if m.get("role") == "assistant")
+    bad = draw(seed, prompt, "bad").random() < bad_tool_rate
+    action = _next_action(prompt, tools, step, bad)
+    asked = f"The user asked {' '.join(prompt.split())[:80]!r}"
+    message: dict[str, Any] = {"role": "assistant"}
+    if action is None:
+        results = [_text(m.get("content")) for m in messages if m.get("role") == "tool"]
+        quoted = " ".join(f"[{i}] {json.dumps(r[:200], ensure_ascii=False)}" for i, r in enumerate(results, 1))
+        message["content"] = f"Done. I ran {len(results)} tools." + (f" Results: {quoted}" if quoted else "")
+        reasoning = f"{asked}; I have {len(results)} tool results, so I will now give the final answer."
+        finish, out_text = "stop", message["content"]
+    else:
+        name, args = action
+        arguments = json.dumps(args, ensure_ascii=False)
+        message["content"] = _INTROS.get(name, f"Let me call {name}.")
+        message["tool_calls"] = [{"id": f"call_{step}_0", "type": "function",
+                                  "function": {"name": name, "arguments": arguments}}]
+        reasoning = f"{asked}; this is step {step}, next I will call {name} because it is next in my plan."
+        finish, out_text = "tool_calls", message["content"] + arguments
+    if draw(seed, prompt, "reasoning").random() < no_reasoning_rate:
+        reasoning = ""
+    else:
+        message["reasoning"] = message["reasoning_content"] = reasoning
+    prompt_tokens, reasoning_tokens = len(canon(messages)) // 4, len(reasoning) // 4
+    completion_tokens = len(out_text) // 4 + 1 + reasoning_tokens
+    return {
+        "id": "chatcmpl-" + digest(seed, canon(body))[:24], "object": "chat.completion",
+        "created": int(time.time()), "model": str(body.get("model") or "mock"),
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": prompt_tokens + completion_tokens,
+                  "completion_tokens_details": {"reasoning_tokens": reasoning_tokens}},
+    }
