@@ -90,10 +90,13 @@ def _next_action(prompt: str, tools: list[str], step: int, bad: bool) -> Action 
 
 
 def _parse(body: dict[str, Any]) -> tuple[list[dict[str, Any]], str, list[str]]:
-    """Messages, user prompt and offered tool names, tolerating any odd shapes."""
+    """The conversation since the prompt, the prompt, and offered tool names, tolerating odd shapes."""
     raw_messages = body.get("messages")
     messages = [m for m in raw_messages if isinstance(m, dict)] if isinstance(raw_messages, list) else []
-    prompt = next((_text(m.get("content")) for m in messages if m.get("role") == "user"), "")
+    # The task is the last user message: earlier ones (and their answers) are prefill.
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    prompt = _text(messages[last_user].get("content")) if last_user >= 0 else ""
+    messages = messages[last_user + 1:] if last_user >= 0 else messages
     raw_tools = body.get("tools") if isinstance(body.get("tools"), list) else []
     functions = [t.get("function") for t in raw_tools if isinstance(t, dict)]
     tools = [f["name"] for f in functions if isinstance(f, dict) and isinstance(f.get("name"), str)]
@@ -125,7 +128,7 @@ def completion(body: dict[str, Any], seed: int, bad_tool_rate: float, no_reasoni
         reasoning = ""
     else:
         message["reasoning"] = message["reasoning_content"] = reasoning
-    prompt_tokens, reasoning_tokens = len(canon(messages)) // 4, len(reasoning) // 4
+    prompt_tokens, reasoning_tokens = len(canon(body.get("messages"))) // 4, len(reasoning) // 4
     completion_tokens = len(out_text) // 4 + 1 + reasoning_tokens
     return {
         "id": "chatcmpl-" + digest(seed, canon(body))[:24], "object": "chat.completion",

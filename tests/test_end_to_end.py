@@ -144,3 +144,25 @@ def test_demo_runs_with_no_arguments(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert len(read_jsonl(tmp_path / "outputs" / "demo" / "trajectories.jsonl")) == 8
     assert "trajectories:" in result.stderr
+
+
+def test_ephemeral_prompt_and_prefill_are_sent_but_never_saved(tmp_path: Path, mock_server) -> None:
+    prefill = tmp_path / "prefill.json"
+    prefill.write_text(json.dumps([{"role": "user", "content": "PREFILL-QUESTION"},
+                                   {"role": "assistant", "content": "PREFILL-ANSWER"}]))
+    data = write_dataset(tmp_path / "p.jsonl", [{"prompt": "Hello there"}])
+    result = run_cli(tmp_path, f"dataset.path={data}", "run_name=eph", f"model.base_url={mock_server.base_url}",
+                     "system_prompt=SAVED-SYSTEM", "ephemeral_system_prompt=EPHEMERAL-PART",
+                     f"prefill_messages={prefill}")
+    assert result.returncode == 0, result.stderr
+    bodies = [json.loads(line)["body"] for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    for body in bodies:
+        assert body["messages"][0] == {"role": "system", "content": "SAVED-SYSTEM\n\nEPHEMERAL-PART"}
+        assert [m["content"] for m in body["messages"][1:4]] == ["PREFILL-QUESTION", "PREFILL-ANSWER", "Hello there"]
+    out = tmp_path / "outputs" / "eph"
+    [row] = read_jsonl(out / "trajectories.jsonl")
+    assert row["conversations"][0] == {"from": "system", "value": "SAVED-SYSTEM"}
+    assert row["conversations"][1] == {"from": "human", "value": "Hello there"}
+    for path in out.glob("*.json*"):
+        text = path.read_text()
+        assert "EPHEMERAL-PART" not in text and "PREFILL-" not in text, path
