@@ -1,16 +1,22 @@
 """Sandbox overhead: the median time of open + exec(`true`) + close per backend, and its ratio to
-local. Targets (DESIGN.md): bubblewrap <= 20 ms, Docker <= 400 ms.
+local. Targets (DESIGN.md): bubblewrap <= 20 ms, Docker <= 400 ms. Then the whole runner (real CLI,
+external mock model) with sandbox=docker at several sandbox.max_sandboxes caps.
 
 usage: python bench/bench_sandbox.py [-n 30] [--backends local,bwrap,docker] [--image IMAGE]
+           [--runner-prompts 100 | --runner-prompts 0] [--max-sandboxes 1,4,8] [--workers 8] [--latency-ms 200]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import sqlite3
 import statistics
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from hermes_exp.errors import SandboxError
@@ -67,11 +73,50 @@ def print_table(results: dict[str, dict[str, float]]) -> None:
               f"{r['total'] * 1e3:9.1f} {ratio}")
 
 
-def bench_runner_throughput(prompts: int = 100, max_sandboxes: tuple[int, ...] = (1, 4, 8)) -> None:
-    """TODO(runner): run `prompts` prompts through the full runner (mock model, sandbox=docker) at
-    each max_sandboxes value and report prompts/second. Needs the runner's programmatic entry point,
-    which is being written now; until then this part of the benchmark is not implemented."""
-    raise NotImplementedError("runner throughput benchmark: waiting for the runner's entry point")
+def bench_runner_throughput(prompts: int, max_sandboxes: list[int], workers: int, latency_ms: float,
+                            image: str) -> list[list[Any]]:
+    """`prompts` prompts through the real CLI (external mock model, sandbox=docker, `workers` sessions)
+    at each sandbox.max_sandboxes: a container is held for a whole prompt, so the cap bounds concurrency."""
+    from harness import mock_server, run_cli, write_prompts
+
+    rows: list[list[Any]] = []
+    with tempfile.TemporaryDirectory(prefix="hx-bench-sandbox-") as tmp, mock_server(latency_ms) as url:
+        work = Path(tmp)
+        data = write_prompts(work / "p.jsonl", [{"prompt": f"Sandbox benchmark {i}: count the words"}
+                                                for i in range(prompts)])
+        base = None
+        for cap in max_sandboxes:
+            run_name = f"docker_cap{cap}"
+            run = run_cli(work, [f"dataset.path={data}", f"run_name={run_name}", f"model.base_url={url}",
+                                 "sandbox=docker", f"sandbox.image={image}", f"sandbox.max_sandboxes={cap}",
+                                 f"num_workers={workers}", "distribution=default"])
+            if run.code != 0:
+                raise SystemExit(f"the docker run at max_sandboxes={cap} exited {run.code}:\n{run.stderr[-3000:]}")
+            out = work / "outputs" / run_name
+            calls = json.loads((out / "statistics.json").read_text())["api_calls"]
+            with sqlite3.connect(out / "ledger.db") as conn:
+                first, last = conn.execute("SELECT MIN(started_at), MAX(finished_at) FROM tasks").fetchone()
+            window = last - first
+            base = base or window  # the first cap's window
+            slots = min(cap, workers)
+            ideal = calls * latency_ms / 1000 / slots  # model time only: no sandbox overhead at all
+            # what one slot spends per prompt beyond waiting for the model (container start, tool
+            # commands, removal), assuming every slot is busy for the whole window
+            overhead = window * slots / prompts - calls / prompts * latency_ms / 1000
+            rows.append([cap, calls, run.wall, window, prompts / window, base / window, ideal / window,
+                         1000 * overhead])
+    return rows
+
+
+def print_runner_table(rows: list[list[Any]], prompts: int, workers: int, latency_ms: float) -> None:
+    print(f"\nrunner with sandbox=docker: {prompts} prompts, num_workers={workers}, mock latency {latency_ms:g} ms"
+          "\n(window: first task start to last task end; ideal: model time only, calls x latency / slots;"
+          "\n overhead: slot time per prompt beyond model calls: container start, tool commands, removal)")
+    print(f"{'max_sandboxes':>13} {'calls':>6} {'wall s':>8} {'window s':>9} {'prompts/s':>10} "
+          f"{'x cap=' + str(rows[0][0]) if rows else '':>8} {'ideal/window':>13} {'overhead ms/prompt':>19}")
+    for cap, calls, wall, window, rate, speedup, ratio, overhead in rows:
+        print(f"{cap:>13} {calls:>6} {wall:8.1f} {window:9.1f} {rate:10.2f} {speedup:8.2f} {ratio:13.2f} "
+              f"{overhead:19.0f}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,6 +124,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-n", "--iterations", type=int, default=30)
     parser.add_argument("--backends", default="local,bwrap,docker")
     parser.add_argument("--image", default=os.environ.get("HX_TEST_IMAGE", "hermes-exp-test/busybox:latest"))
+    parser.add_argument("--runner-prompts", type=int, default=100, help="0 skips the runner benchmark")
+    parser.add_argument("--max-sandboxes", type=lambda s: [int(x) for x in s.split(",")], default=[1, 4, 8])
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--latency-ms", type=float, default=200)
     args = parser.parse_args(argv)
     results: dict[str, dict[str, float]] = {}
     for backend in args.backends.split(","):
@@ -88,6 +137,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{backend}: skipped: {exc}", file=sys.stderr)
     print(f"median of {args.iterations} rounds of open + exec(`true`) + close")
     print_table(results)
+    if args.runner_prompts:
+        rows = bench_runner_throughput(args.runner_prompts, args.max_sandboxes, args.workers, args.latency_ms,
+                                       args.image)
+        print_runner_table(rows, args.runner_prompts, args.workers, args.latency_ms)
     return 0
 
 

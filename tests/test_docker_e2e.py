@@ -126,19 +126,20 @@ def test_sigkilled_run_leaves_containers_that_the_rerun_reaps(tmp_path: Path, en
     rid = run_id(tmp_path, "killed")
     with MockServer(latency_ms=300) as server:
         args = docker_args(data, "killed", server.base_url)
-        proc = subprocess.Popen([sys.executable, "-m", "hermes_exp.cli", *args], cwd=tmp_path, text=True,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        log = tmp_path / "killed.log"
+        with log.open("w") as err:
+            proc = subprocess.Popen([sys.executable, "-m", "hermes_exp.cli", *args], cwd=tmp_path,
+                                    stdout=subprocess.DEVNULL, stderr=err)
         try:
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline and proc.poll() is None:
                 if _done_rows(tmp_path / "outputs" / "killed" / "ledger.db") >= 2 and containers_of(engine, rid):
                     break
                 time.sleep(0.05)
-            assert proc.poll() is None, f"the run ended before it could be killed: {proc.stderr.read()}"
+            assert proc.poll() is None, f"the run ended before it could be killed: {log.read_text()}"
             proc.send_signal(signal.SIGKILL)
         finally:
             proc.wait(timeout=30)
-            proc.stderr.close()
         left = containers_of(engine, rid)
         assert left, "no live container at the kill: the test proves nothing"
         assert _done_rows(tmp_path / "outputs" / "killed" / "ledger.db") < n

@@ -1,0 +1,124 @@
+"""Shared pieces of the runner benchmarks: an external mock model server, the real CLI in a
+subprocess with its resource usage, and table printing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# Runs the CLI exactly as `python -m hermes_exp.cli ARGS` does, and at exit writes the runner's own
+# resource usage (RUSAGE_SELF: every thread of the runner) apart from that of the processes it ran
+# (RUSAGE_CHILDREN: tool commands), plus when imports ended, to the file named by HX_BENCH_RUSAGE.
+# Peak memory is VmHWM, not ru_maxrss: Linux folds the pre-exec address space (this benchmark's own,
+# with vfork) into ru_maxrss, which would report the benchmark's memory as the runner's.
+WRAPPER = """
+import atexit, json, os, resource, runpy, sys, time
+def _hwm_kb():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def _dump():
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    with open(os.environ["HX_BENCH_RUSAGE"], "w") as f:
+        json.dump({"self_cpu": s.ru_utime + s.ru_stime, "self_sys": s.ru_stime, "children_cpu": c.ru_utime + c.ru_stime,
+                   "maxrss_kb": _hwm_kb(), "imported": IMPORTED, "exited": time.time()}, f)
+atexit.register(_dump)
+import hermes_exp.cli, hermes_exp.run
+IMPORTED = time.time()
+runpy.run_module("hermes_exp.cli", run_name="__main__", alter_sys=True)
+"""
+
+
+@dataclass
+class Invocation:
+    """One CLI invocation: exit code, wall seconds, and the runner's own resource usage."""
+
+    code: int
+    wall: float
+    startup: float  # process start until the runner's modules are imported
+    self_cpu: float  # the runner process's own CPU seconds (all its threads)
+    self_sys: float  # the kernel's part of self_cpu
+    children_cpu: float  # CPU seconds of the processes it ran (tool commands in the sandbox)
+    maxrss_mb: float
+    stderr: str
+
+
+def run_cli(cwd: Path, args: list[str], env: dict[str, str] | None = None, timeout: float = 3600,
+            python: str = sys.executable) -> Invocation:
+    """`python -m hermes_exp.cli ARGS` in `cwd` (through WRAPPER), with the runner's own resource usage."""
+    usage_file = cwd / f".rusage-{os.getpid()}-{time.monotonic_ns()}.json"
+    full_env = {**os.environ, **(env or {}), "HX_BENCH_RUSAGE": str(usage_file)}
+    started = time.time()
+    proc = subprocess.Popen([python, "-c", WRAPPER, *args], cwd=cwd, env=full_env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        _, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise SystemExit(f"the runner did not finish within {timeout:g}s: {' '.join(args)}")
+    wall = time.time() - started
+    if not usage_file.exists():
+        raise SystemExit(f"the runner exited {proc.returncode} without reporting its usage:\n{stderr[-3000:]}")
+    usage = json.loads(usage_file.read_text())
+    usage_file.unlink()
+    return Invocation(proc.returncode, wall, usage["imported"] - started, usage["self_cpu"],
+                      usage["self_sys"], usage["children_cpu"], usage["maxrss_kb"] / 1024, stderr)
+
+
+class MockProcess(str):
+    """The mock server's base URL, which also tells the CPU seconds its process has used so far."""
+
+    pid: int
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+@contextmanager
+def mock_server(latency_ms: float) -> Iterator[MockProcess]:
+    """`python -m hermes_exp.mock_server` in its own process (so its CPU is not the runner's)."""
+    proc = subprocess.Popen([sys.executable, "-m", "hermes_exp.mock_server", "--port", "0",
+                             "--latency-ms", str(latency_ms)], stdout=subprocess.PIPE, text=True)
+    try:
+        url = proc.stdout.readline().strip() if proc.stdout else ""
+        if not url.startswith("http"):
+            raise SystemExit(f"the mock server did not start (printed {url!r})")
+        server = MockProcess(url)
+        server.pid = proc.pid
+        yield server
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def write_prompts(path: Path, rows: Iterator[dict[str, Any]] | list[dict[str, Any]]) -> Path:
+    with path.open("w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row) + "\n")
+    return path
+
+
+def print_table(headers: list[str], rows: list[list[Any]]) -> None:
+    """A markdown table (readable in a terminal, pasteable into RESULTS.md)."""
+    cells = [[_fmt(v) for v in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
+    print("| " + " | ".join(h.rjust(w) for h, w in zip(headers, widths)) + " |")
+    print("|" + "|".join("-" * (w + 1) + ":" for w in widths) + "|")
+    for row in cells:
+        print("| " + " | ".join(c.rjust(w) for c, w in zip(row, widths)) + " |")
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
+    return str(value)

@@ -1,0 +1,49 @@
+"""The benchmark scripts run end to end with tiny parameters and print their tables. No timing is
+asserted: the numbers belong in bench/RESULTS.md, measured on a known machine."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.sandbox.conftest import IMAGE, docker_problem, unavailable
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+def bench(script: str, *args: str, timeout: float = 300) -> str:
+    result = subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True, text=True,
+                            timeout=timeout)
+    assert result.returncode == 0, f"{script} exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+@pytest.mark.slow
+def test_bench_runner_prints_throughput_and_resume_tables(tmp_path: Path) -> None:
+    out = bench("bench_runner.py", "-n", "10", "--concurrency", "2", "--latency-ms", "10",
+                "--resume-tasks", "50", "--workdir", str(tmp_path))
+    assert "| workers |" in out and "ideal/window" in out and "own CPU ms/prompt" in out
+    assert "| tasks |" in out and "planning s" in out
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in out.splitlines() if line.startswith("|")]
+    assert ["2", "50"] in [r[:2] for r in rows]  # 10 prompts x 5 model calls, read back from statistics.json
+
+
+def test_bench_sandbox_local_overhead_table() -> None:
+    out = bench("bench_sandbox.py", "-n", "3", "--backends", "local", "--runner-prompts", "0")
+    assert "open ms" in out and "\nlocal " in out
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_bench_sandbox_docker_runner_table() -> None:
+    problem = docker_problem()
+    if problem:
+        unavailable(problem)
+    out = bench("bench_sandbox.py", "-n", "2", "--backends", "docker", "--image", IMAGE,
+                "--runner-prompts", "4", "--max-sandboxes", "1,2", "--workers", "2", "--latency-ms", "10")
+    assert "\ndocker " in out and "max_sandboxes" in out
+    rows = [line.split() for line in out.splitlines() if line.split()[:1] in (["1"], ["2"])]
+    assert [r[0] for r in rows] == ["1", "2"] and all(r[1] == "20" for r in rows)  # 4 prompts x 5 calls
