@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import openai
+from openai.types.chat import ChatCompletion
 
 from hermes_exp.agent.ratelimit import Limits, RateLimiter, register
 from hermes_exp.agent.retry import AuthCircuit, Failure, RetryPolicy, retry_after, upstream_failure
@@ -122,7 +123,9 @@ class ModelClient:
         failure: Failure | None = None
         tokens: int | None = None
         try:
-            response = self._client.chat.completions.create(**request)
+            # The body is already plain JSON: posting it skips the SDK's per-call re-typing of every
+            # parameter (2.3 ms -> 0.8 ms of CPU per call, bench/RESULTS.md); errors and retries stay the SDK's.
+            response = self._client.post("/chat/completions", body=request, cast_to=ChatCompletion)
             failure = _in_body_failure(response)
             if failure is None:
                 reply = self._reply(response, attempt)

@@ -186,7 +186,8 @@ _REASONING = {"openrouter": _openrouter, "openai": _openai, "chat_template": _ch
 
 
 def static_request(model: dict[str, Any], provider: dict[str, Any]) -> dict[str, Any]:
-    """Everything in a request that does not change between calls (SDK kwargs plus `extra_body`)."""
+    """Everything in a request body that does not change between calls, as plain JSON: provider and
+    model `extra_body` layers are merged in here (over the sampling keys, as the SDK would)."""
     interop = Interop.from_config(model.get("interop"))
     request, extra_sampling = sampling(model, interop)
     reasoning_kwargs, reasoning_extra = reasoning(model, provider)
@@ -200,14 +201,13 @@ def static_request(model: dict[str, Any], provider: dict[str, Any]) -> dict[str,
     if route:
         extra["provider"] = {**(extra.get("provider") or {}), **route}
     request["model"] = model["name"]
-    if extra:
-        request["extra_body"] = extra
+    request.update(extra)
     return request
 
 
 def call_request(static: dict[str, Any], messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                  interop: Interop) -> dict[str, Any]:
-    """The keyword arguments of one call."""
+    """The JSON body of one call."""
     if interop.null_content_as_empty:
         messages = [{**m, "content": ""} if m.get("content", "") is None else m for m in messages]
     request = {**static, "messages": messages}

@@ -22,8 +22,28 @@ def _line(row: dict[str, Any], model: str) -> str:
     return json.dumps(trajectory(row, result, result.get("row", {}), model), ensure_ascii=False) + "\n"
 
 
+EXPORT_VERSION = 1  # bump when the export code changes what it writes
+
+
+def _stamp(ledger: Ledger, settings: dict[str, Any]) -> str:
+    used = [EXPORT_VERSION, settings["model"]["name"], settings["run_name"], settings["distribution"]["name"],
+            settings["batch_size"], (settings.get("outputs") or {}).get("formats")]
+    return json.dumps([ledger.fingerprint(), used], default=str)
+
+
 def export(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> dict[str, Any]:
-    """Rewrite every output from the ledger; return the statistics."""
+    """Rewrite every output from the ledger; return the statistics. When neither the ledger nor the
+    settings the outputs depend on changed since the last export, the files are left as they are."""
+    stamp = _stamp(ledger, settings)
+    stats_file = run_dir / "statistics.json"
+    if ledger.meta("export_stamp") == stamp and stats_file.is_file() and (run_dir / "trajectories.jsonl").is_file():
+        return json.loads(stats_file.read_text(encoding="utf-8"))
+    statistics = _export(ledger, run_dir, settings)
+    ledger.set_meta({"export_stamp": stamp})
+    return statistics
+
+
+def _export(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> dict[str, Any]:
     model = settings["model"]["name"]
     stats = StatsBuilder()
     with atomic_writer(run_dir / "trajectories.jsonl") as out:

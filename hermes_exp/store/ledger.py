@@ -84,10 +84,11 @@ class Ledger:
 
     def reindex(self, indexed: list[tuple[int, str]]) -> None:
         """Keep prompt_index equal to each task's line in the current dataset file."""
+        now = time.time()
         with self.lock, self.db.conn:
             self.db.conn.executemany(
-                "UPDATE tasks SET prompt_index = ? WHERE key = ? AND prompt_index IS NOT ?",
-                [(i, k, i) for i, k in indexed])
+                "UPDATE tasks SET prompt_index = ?, updated_at = ? WHERE key = ? AND prompt_index IS NOT ?",
+                [(i, now, k, i) for i, k in indexed])
 
     # -- recording --------------------------------------------------------------------------
     def start_invocation(self) -> int:
@@ -128,7 +129,8 @@ class Ledger:
 
     def set_state(self, key: str, state: str, reason: str | None) -> None:
         with self.lock, self.db.conn:
-            self.db.execute("UPDATE tasks SET state = ?, reason = ? WHERE key = ?", [state, reason, key])
+            self.db.execute("UPDATE tasks SET state = ?, reason = ?, updated_at = ? WHERE key = ?",
+                            [state, reason, time.time(), key])
 
     # -- reading ----------------------------------------------------------------------------
     def rows(self, states: tuple[str, ...] | None = None, order: str = "prompt_index, key") -> Iterator[dict[str, Any]]:
@@ -138,6 +140,12 @@ class Ledger:
         names = [d[0] for d in cursor.description]
         for values in cursor:
             yield dict(zip(names, values))
+
+    def fingerprint(self) -> str:
+        """Changes whenever anything the exports are made of changes (rows, spend, invocations)."""
+        tasks = self.db.execute("SELECT COUNT(*), MAX(updated_at), TOTAL(spent_usd) FROM tasks").fetchone()
+        runs = self.db.execute("SELECT MAX(id), MAX(finished_at) FROM invocations").fetchone()
+        return json.dumps([*tasks, *runs])
 
     def counts(self) -> dict[str, int]:
         return {s: n for s, n in self.db.execute("SELECT state, COUNT(*) FROM tasks GROUP BY state")}
