@@ -39,6 +39,16 @@ def engine() -> Any:
     return docker.from_env()
 
 
+@pytest.fixture
+def reap(engine: Any) -> Iterator[list[str]]:
+    """Run ids whose containers are force-removed after the test, so a failing test leaves none."""
+    run_ids: list[str] = []
+    yield run_ids
+    for rid in run_ids:
+        for cid in containers_of(engine, rid):
+            engine.api.remove_container(cid, force=True, v=True)
+
+
 def run_id(cwd: Path, run_name: str) -> str:
     """The runner's container label for a run: derived from the run directory, as run.py does."""
     run_dir = (cwd / "outputs" / run_name).resolve()
@@ -72,7 +82,8 @@ def ledger_rows(out: Path) -> list[dict[str, Any]]:
         return [dict(r) for r in conn.execute("SELECT prompt_index, state, error_class, error FROM tasks")]
 
 
-def test_rows_choose_images_missing_image_fails_only_its_tasks(tmp_path: Path, engine: Any) -> None:
+def test_rows_choose_images_missing_image_fails_only_its_tasks(tmp_path: Path, engine: Any, reap) -> None:
+    reap.append(run_id(tmp_path, "images"))
     missing = f"hermes-exp-test/missing-{uuid.uuid4().hex[:8]}:latest"
     rows: list[dict[str, Any]] = []
     for i in range(20):
@@ -120,10 +131,11 @@ def _done_rows(db: Path) -> int:
         return 0
 
 
-def test_sigkilled_run_leaves_containers_that_the_rerun_reaps(tmp_path: Path, engine: Any) -> None:
+def test_sigkilled_run_leaves_containers_that_the_rerun_reaps(tmp_path: Path, engine: Any, reap) -> None:
     n = 24
     data = write_dataset(tmp_path / "p.jsonl", [{"prompt": f"RUN: sleep 1\nKill me {i}"} for i in range(n)])
     rid = run_id(tmp_path, "killed")
+    reap.append(rid)
     with MockServer(latency_ms=300) as server:
         args = docker_args(data, "killed", server.base_url)
         log = tmp_path / "killed.log"
@@ -139,6 +151,8 @@ def test_sigkilled_run_leaves_containers_that_the_rerun_reaps(tmp_path: Path, en
             assert proc.poll() is None, f"the run ended before it could be killed: {log.read_text()}"
             proc.send_signal(signal.SIGKILL)
         finally:
+            if proc.poll() is None:
+                proc.kill()
             proc.wait(timeout=30)
         left = containers_of(engine, rid)
         assert left, "no live container at the kill: the test proves nothing"
@@ -179,8 +193,10 @@ def host_listener(engine: Any) -> Iterator[tuple[str, int, list[int]]]:
     server.close()
 
 
-def test_no_network_and_no_runner_secrets_inside(tmp_path: Path, engine: Any, host_listener, mock_server) -> None:
+def test_no_network_and_no_runner_secrets_inside(tmp_path: Path, engine: Any, host_listener, mock_server,
+                                                 reap) -> None:
     gateway, port, accepted = host_listener
+    reap.extend(run_id(tmp_path, name) for name in ("nonet", "net"))
     secret = f"s3cret-{uuid.uuid4().hex}"
     probe = f"RUN: nc -w 3 {gateway} {port} </dev/null && echo REACHED || echo UNREACHABLE"
     data = write_dataset(tmp_path / "p.jsonl", [{"prompt": f"{probe}\nnetwork probe"},
