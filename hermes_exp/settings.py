@@ -21,7 +21,7 @@ FORMAT_VERSION = 1
 IDENTITY_KEYS = ["model", "provider", "distribution", "sandbox", "max_turns", "system_prompt",
                  "ephemeral_system_prompt", "prefill_messages", "seed", "tools"]
 NOT_IDENTITY = {
-    "model": ["api_key_env", "timeout", "retry", "rate_limit", "pricing", "mock_server.latency_ms",
+    "model": ["api_key_env", "base_url", "timeout", "retry", "rate_limit", "pricing", "mock_server.latency_ms",
               "mock_server.fail_rate", "mock_server.faults", "mock_server.usage_cost", "mock_server.provider_name"],
     "provider": ["api_key_env", "base_url", "headers"],
     "sandbox": ["_target_", "root", "keep", "max_sandboxes", "pull_timeout", "output_limit"],

@@ -61,6 +61,7 @@ def test_identity_ignores_workers_and_paths_but_not_turns(tmp_path: Path) -> Non
     base = ident()
     assert ident("num_workers=32", "batch_size=3", "executor=processes", "run_name=x") == base
     assert ident("model.mock_server.latency_ms=200", "provider.api_key_env=OTHER") == base
+    assert ident("model.base_url=http://127.0.0.1:1234/v1") == base  # an endpoint, not a result
     assert ident("max_turns=11") != base
     assert ident("seed=1") != base
     assert ident("distribution=minimal") != base
