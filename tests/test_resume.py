@@ -26,10 +26,13 @@ def _start(cwd: Path, *args: str) -> subprocess.Popen:
 
 
 def _requests_by_prompt(record: Path) -> Counter:
+    """Model requests per user prompt. A request torn by SIGKILL of its sender reaches the server as a
+    malformed body (recorded as text, answered 400): it is no model call, so it is not counted."""
     counts: Counter = Counter()
     for line in record.read_text().splitlines():
         body = json.loads(line)["body"]
-        counts[next(m["content"] for m in body["messages"] if m["role"] == "user")] += 1
+        if isinstance(body, dict):
+            counts[next(m["content"] for m in body["messages"] if m["role"] == "user")] += 1
     return counts
 
 
@@ -81,7 +84,7 @@ def test_chaos_sigkill_then_resume_loses_and_repeats_nothing(tmp_path: Path) -> 
     assert all(per_prompt[t["conversations"][1]["value"]] >= t["api_calls"] for t in trajectories)
     # Only conversations in flight at a kill are paid twice: at most (workers + pre-dispatched) per kill.
     assert wasted <= killed * workers * 2 * 5
-    assert request_count(record) == sum(t["api_calls"] for t in trajectories) + wasted
+    assert sum(per_prompt.values()) == sum(t["api_calls"] for t in trajectories) + wasted
     assert not list((tmp_path / "sb").glob("hx-*")), "sandbox dirs of killed runs were not reaped"
 
 
