@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import shutil
 import signal
 import sys
@@ -29,6 +30,7 @@ from hermes_exp.store.export import export
 from hermes_exp.store.formats import chosen_formats
 from hermes_exp.store.ledger import Ledger
 
+log = logging.getLogger(__name__)
 EXIT_OK, EXIT_TASK_ERRORS, EXIT_INTERRUPTED = 0, 3, 130
 OUTPUT_GLOBS = ("ledger.db*", "trajectories.jsonl", "batch_*.jsonl", "statistics.json")
 
@@ -99,6 +101,7 @@ def run(settings: dict[str, Any]) -> int:
         ledger = _open_ledger(run_dir, identity, settings)
         try:
             ledger.reindex(found.indexed)
+            ledger.set_meta({"dataset_tasks": str(len(found.indexed))})
             todo = pending(found.indexed, ledger.states(), wanted)
             guard = RunGuard(settings, ledger.spent_usd())
             code = _dispatch(settings, ledger, dataset, todo, found.images, len(found.indexed), guard)
@@ -178,6 +181,10 @@ def _preflight(settings: dict[str, Any], images: set[str]) -> None:
     factory = worker.runtime_for(settings).sandboxes
     if hasattr(factory, "preflight"):
         factory.preflight(images)
+    if images and settings["sandbox"].get("kind") != "docker":
+        log.warning("%d dataset row image(s) (e.g. %s) are ignored: sandbox=%s runs no containers; "
+                    "use sandbox=docker to run those rows in their images", len(images), sorted(images)[0],
+                    settings["sandbox"].get("kind"))
 
 
 def _marked(ledger: Ledger, dataset: Path, todo: dict[int, str]) -> Iterator[Task]:
@@ -228,7 +235,8 @@ def _summary(run_dir: Path, stats: dict[str, Any], ran: int, interrupted: bool) 
     why = lambda counts: f" ({', '.join(f'{k}: {v}' for k, v in counts.items())})" if counts else ""  # noqa: E731
     print(
         f"\n{stats['kept']} kept, {stats['filtered']} filtered{why(stats['discarded'])}, "
-        f"{stats['failed']} failed{why(stats['errors'])} of {stats['total_prompts']} prompts "
+        f"{stats['failed']} failed{why(stats['errors'])}, {stats['pending']} pending "
+        f"of {stats['total_prompts']} prompts "
         f"({ran} planned now, {stats['api_calls']} model calls in all)\n"
         f"  trajectories: {run_dir / 'trajectories.jsonl'}\n"
         f"  statistics:   {run_dir / 'statistics.json'}\n"

@@ -62,9 +62,12 @@ class TaskDirs:
             self._live = {b for b in self._live if not b.closed} | {box}
 
     def close_all(self) -> None:
-        """Close every sandbox still open (tasks cut short by an interrupt). Safe to call twice."""
+        """At the end of a run: close every sandbox still open here (tasks cut short by an interrupt),
+        then remove this run's directories that other processes left (a processes/dask executor's
+        workers, killed on Ctrl-C before they could clean up). Safe to call twice."""
         with self._lock:
             live, self._live = self._live, set()
         for box in live:
             if not box.closed:
                 box.close()
+        self.reap()

@@ -28,7 +28,7 @@ EXPORT_VERSION = 1  # bump when the export code changes what it writes
 def _stamp(ledger: Ledger, settings: dict[str, Any]) -> str:
     used = [EXPORT_VERSION, settings["model"]["name"], settings["run_name"], settings["distribution"]["name"],
             settings["batch_size"], (settings.get("outputs") or {}).get("formats")]
-    return json.dumps([ledger.fingerprint(), used], default=str)
+    return json.dumps([ledger.fingerprint(), ledger.meta("dataset_tasks"), used], default=str)
 
 
 def export(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> dict[str, Any]:
@@ -54,7 +54,8 @@ def _export(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> dict[str
                 out.write(_line(row, model))
     _write_batches(ledger, run_dir, model)
     write_formats(ledger, run_dir, settings)
-    statistics = stats.build(settings, ledger.invocations())
+    known = ledger.meta("dataset_tasks")
+    statistics = stats.build(settings, ledger.invocations(), int(known) if known else None)
     with atomic_writer(run_dir / "statistics.json") as out:
         out.write(dumps(statistics))
     return statistics

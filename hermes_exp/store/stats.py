@@ -57,7 +57,10 @@ class StatsBuilder:
                 self.reasoning["total_assistant_turns"] += 1
                 self.reasoning["turns_with_reasoning"] += has_reasoning(message)
 
-    def build(self, settings: dict[str, Any], invocations: list[dict[str, Any]]) -> dict[str, Any]:
+    def build(self, settings: dict[str, Any], invocations: list[dict[str, Any]],
+              dataset_tasks: int | None = None) -> dict[str, Any]:
+        """`dataset_tasks`: the valid prompts of the dataset as last read (the ledger only knows the
+        tasks it has seen), so `pending` counts what is still to run."""
         ran = [i for i in invocations if i.get("tasks_run")]
         duration = sum((i["finished_at"] or i["started_at"]) - i["started_at"] for i in ran)
         turns = self.reasoning["total_assistant_turns"]
@@ -66,7 +69,9 @@ class StatsBuilder:
             "run_name": settings["run_name"],
             "distribution": settings["distribution"]["name"],
             "model": settings["model"]["name"],
-            "total_prompts": sum(self.states.values()),
+            "total_prompts": max(dataset_tasks or 0, sum(self.states.values())),
+            "pending": max(dataset_tasks or 0, sum(self.states.values()))
+            - self.states["done"] - self.states["filtered"] - self.states["error"],
             "kept": self.states["done"],
             "filtered": self.states["filtered"],
             "failed": self.states["error"],
