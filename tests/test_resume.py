@@ -89,13 +89,14 @@ def test_chaos_sigkill_then_resume_loses_and_repeats_nothing(tmp_path: Path) -> 
 
 
 @pytest.mark.slow
-def test_sigint_commits_closes_sandboxes_and_says_how_to_resume(tmp_path: Path) -> None:
+@pytest.mark.parametrize("executor", ["threads", "processes"])
+def test_sigint_commits_closes_sandboxes_and_says_how_to_resume(executor: str, tmp_path: Path) -> None:
     n = 40
     data = write_dataset(tmp_path / "p.jsonl", [{"prompt": f"RUN: sleep 0.2\nSigint {i}"} for i in range(n)])
     record = tmp_path / "requests.jsonl"
     with MockServer(latency_ms=80, record_path=str(record)) as server:
         args = [f"dataset.path={data}", "run_name=int", "num_workers=4", f"model.base_url={server.base_url}",
-                f"sandbox.root={tmp_path / 'sb'}"]
+                f"sandbox.root={tmp_path / 'sb'}", f"executor={executor}"]
         proc = _start(tmp_path, *args)
         deadline = time.monotonic() + 60
         while _done_rows(tmp_path / "outputs" / "int" / "ledger.db") < 3 and time.monotonic() < deadline:
