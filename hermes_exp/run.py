@@ -245,4 +245,7 @@ def _summary(run_dir: Path, stats: dict[str, Any], ran: int, interrupted: bool) 
         print("interrupted: finished tasks are saved. To resume, run the same command again:\n  "
               + " ".join(["hermes-exp", *sys.argv[1:]]), file=sys.stderr)
     elif stats["failed"]:
-        print("  some tasks failed; run the same command again to retry them", file=sys.stderr)
+        classes = ",".join(sorted(stats["errors"]))
+        print(f"  some tasks failed ({classes}); the same command again retries the classes in "
+              f"resume.retry_errors (default provider,sandbox); to retry all: resume.retry_errors=[{classes}]",
+              file=sys.stderr)

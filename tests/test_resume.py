@@ -150,7 +150,7 @@ def test_provider_errors_are_retried_exactly_on_rerun(tmp_path: Path) -> None:
                 "model.retry.max_attempts=1", "resume.task_attempts=1"]
         first = run_cli(tmp_path, *args)
         assert first.returncode == 3, first.stderr
-        assert "run the same command again to retry" in first.stderr
+        assert "the same command again retries" in first.stderr and "resume.retry_errors=[provider]" in first.stderr
         with sqlite3.connect(tmp_path / "outputs" / "flaky" / "ledger.db") as conn:
             states = dict(conn.execute("SELECT prompt, state || ':' || COALESCE(error_class, '') FROM tasks"))
         errored = {p for p, s in states.items() if s.startswith("error")}
