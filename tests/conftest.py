@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -40,6 +41,15 @@ def run_cli(cwd: Path, *args: str, env: dict[str, str] | None = None, timeout: f
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def done_rows(db: Path) -> int:
+    """Tasks a (possibly still running) run has committed as done; 0 before its ledger exists."""
+    try:
+        with sqlite3.connect(db) as conn:
+            return conn.execute("SELECT COUNT(*) FROM tasks WHERE state = 'done'").fetchone()[0]
+    except sqlite3.Error:
+        return 0
 
 
 def request_count(path: Path) -> int:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import read_jsonl, run_cli, write_dataset
+from conftest import done_rows, read_jsonl, run_cli, write_dataset
 
 from hermes_exp.mock_server import MockServer
 from hermes_exp.sandbox.docker import RUN_LABEL
@@ -123,14 +123,6 @@ def test_rows_choose_images_missing_image_fails_only_its_tasks(tmp_path: Path, e
     assert not containers_of(engine, run_id(tmp_path, "images")), "containers outlived the run"
 
 
-def _done_rows(db: Path) -> int:
-    try:
-        with sqlite3.connect(db) as conn:
-            return conn.execute("SELECT COUNT(*) FROM tasks WHERE state = 'done'").fetchone()[0]
-    except sqlite3.Error:
-        return 0
-
-
 def test_sigkilled_run_leaves_containers_that_the_rerun_reaps(tmp_path: Path, engine: Any, reap) -> None:
     n = 24
     data = write_dataset(tmp_path / "p.jsonl", [{"prompt": f"RUN: sleep 1\nKill me {i}"} for i in range(n)])
@@ -145,7 +137,7 @@ def test_sigkilled_run_leaves_containers_that_the_rerun_reaps(tmp_path: Path, en
         try:
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline and proc.poll() is None:
-                if _done_rows(tmp_path / "outputs" / "killed" / "ledger.db") >= 2 and containers_of(engine, rid):
+                if done_rows(tmp_path / "outputs" / "killed" / "ledger.db") >= 2 and containers_of(engine, rid):
                     break
                 time.sleep(0.05)
             assert proc.poll() is None, f"the run ended before it could be killed: {log.read_text()}"
@@ -156,11 +148,11 @@ def test_sigkilled_run_leaves_containers_that_the_rerun_reaps(tmp_path: Path, en
             proc.wait(timeout=30)
         left = containers_of(engine, rid)
         assert left, "no live container at the kill: the test proves nothing"
-        assert _done_rows(tmp_path / "outputs" / "killed" / "ledger.db") < n
+        assert done_rows(tmp_path / "outputs" / "killed" / "ledger.db") < n
 
         final = run_cli(tmp_path, *args, timeout=300)
     assert final.returncode == 0, final.stderr
-    assert _done_rows(tmp_path / "outputs" / "killed" / "ledger.db") == n
+    assert done_rows(tmp_path / "outputs" / "killed" / "ledger.db") == n
     assert sorted(t["prompt_index"] for t in read_jsonl(tmp_path / "outputs" / "killed" / "trajectories.jsonl")) \
         == list(range(n))
     assert not containers_of(engine, rid), "the killed run's containers were not reaped"

@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import read_jsonl, request_count, run_cli, write_dataset
+from conftest import done_rows, read_jsonl, request_count, run_cli, write_dataset
 
 from hermes_exp.mock_server import MockServer
 from hermes_exp.runlock import RunLock
@@ -34,14 +34,6 @@ def _requests_by_prompt(record: Path) -> Counter:
         if isinstance(body, dict):
             counts[next(m["content"] for m in body["messages"] if m["role"] == "user")] += 1
     return counts
-
-
-def _done_rows(db: Path) -> int:
-    try:
-        with sqlite3.connect(db) as conn:
-            return conn.execute("SELECT COUNT(*) FROM tasks WHERE state = 'done'").fetchone()[0]
-    except sqlite3.Error:
-        return 0
 
 
 def _check_final(out: Path, n: int) -> list[dict]:
@@ -99,14 +91,14 @@ def test_sigint_commits_closes_sandboxes_and_says_how_to_resume(executor: str, t
                 f"sandbox.root={tmp_path / 'sb'}", f"executor={executor}"]
         proc = _start(tmp_path, *args)
         deadline = time.monotonic() + 60
-        while _done_rows(tmp_path / "outputs" / "int" / "ledger.db") < 3 and time.monotonic() < deadline:
+        while done_rows(tmp_path / "outputs" / "int" / "ledger.db") < 3 and time.monotonic() < deadline:
             time.sleep(0.05)
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=60)
         assert proc.returncode == 130, stderr
         assert "To resume, run the same command again" in stderr and "run_name=int" in stderr
         assert not list((tmp_path / "sb").iterdir()), "sandboxes left after SIGINT"
-        done_before = _done_rows(tmp_path / "outputs" / "int" / "ledger.db")
+        done_before = done_rows(tmp_path / "outputs" / "int" / "ledger.db")
         assert 3 <= done_before < n
         assert len(read_jsonl(tmp_path / "outputs" / "int" / "trajectories.jsonl")) == done_before
         final = run_cli(tmp_path, *args)
@@ -237,7 +229,7 @@ def test_sweep_killed_midway_resumes_every_job(tmp_path: Path) -> None:
                 f"model.base_url={server.base_url}"]
         proc = _start(tmp_path, *args)
         deadline = time.monotonic() + 60
-        while _done_rows(tmp_path / "outputs" / "sweep" / "model.name=mock-a" / "ledger.db") < 20:
+        while done_rows(tmp_path / "outputs" / "sweep" / "model.name=mock-a" / "ledger.db") < 20:
             assert time.monotonic() < deadline
             time.sleep(0.05)
         proc.send_signal(signal.SIGKILL)
