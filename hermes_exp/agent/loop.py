@@ -34,8 +34,9 @@ class Outcome:
 
 
 def to_wire(message: dict[str, Any]) -> dict[str, Any]:
-    """An assistant message as sent back: `content` is "" rather than null (some servers reject null)."""
-    wire = {"role": "assistant", "content": message.get("content") or ""}
+    """An assistant message as sent back: role, content and tool calls exactly as received (a null
+    content becomes "" in the request only where model.interop.null_content_as_empty says so)."""
+    wire = {"role": "assistant", "content": message.get("content")}
     if message.get("tool_calls"):
         wire["tool_calls"] = message["tool_calls"]
     return wire
