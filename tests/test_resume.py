@@ -216,7 +216,7 @@ def test_older_ledger_is_migrated_on_open(tmp_path: Path) -> None:
     ledger = Ledger(path)
     applied = [r["name"] for r in ledger.db["_migrations"].rows]
     assert applied == [n for n, _ in migrations.MIGRATIONS] and len(applied) > 1
-    assert ledger.final_keys() == {"v1:x"}
+    assert ledger.states() == {"v1:x": ("done", None)}
     ledger.close()
 
 

@@ -48,7 +48,6 @@ class ModelClient:
 
     def __init__(self, model: dict[str, Any], provider: dict[str, Any], base_url: str, api_key: str,
                  workers: int = 4, limits: BudgetLimits | None = None, budget: Budget | None = None) -> None:
-        self._model = model
         self._policy = RetryPolicy.from_config(model.get("retry"))
         self._interop = Interop.from_config(model.get("interop"))
         self._request = static_request(model, provider)

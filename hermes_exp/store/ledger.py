@@ -63,10 +63,6 @@ class Ledger:
                 "resume.new_identity=true to archive the old experiment and start this one here")
 
     # -- planning ---------------------------------------------------------------------------
-    def final_keys(self) -> set[str]:
-        marks = ",".join("?" * len(FINAL_STATES))
-        return {r[0] for r in self.db.execute(f"SELECT key FROM tasks WHERE state IN ({marks})", FINAL_STATES)}
-
     def states(self) -> dict[str, tuple[str, str | None]]:
         """key -> (state, error class) for every task this run has seen."""
         return {k: (s, c) for k, s, c in self.db.execute("SELECT key, state, error_class FROM tasks")}
@@ -146,9 +142,6 @@ class Ledger:
         tasks = self.db.execute("SELECT COUNT(*), MAX(updated_at), TOTAL(spent_usd) FROM tasks").fetchone()
         runs = self.db.execute("SELECT MAX(id), MAX(finished_at) FROM invocations").fetchone()
         return json.dumps([*tasks, *runs])
-
-    def counts(self) -> dict[str, int]:
-        return {s: n for s, n in self.db.execute("SELECT state, COUNT(*) FROM tasks GROUP BY state")}
 
     def invocations(self) -> list[dict[str, Any]]:
         return list(self.db["invocations"].rows)

@@ -24,10 +24,6 @@ TOOLSETS: dict[str, dict[str, tuple[dict[str, Any], Handler]]] = {
 KNOWN_TOOLS: list[str] = [name for tools in TOOLSETS.values() for name in tools]
 
 
-def tool_names(toolsets: list[str]) -> list[str]:
-    return [name for ts in toolsets for name in TOOLSETS[ts]]
-
-
 def tool_schemas(toolsets: list[str]) -> list[dict[str, Any]]:
     """The OpenAI `tools` list for these toolsets, in a stable order."""
     return [{"type": "function", "function": TOOLSETS[ts][name][0]} for ts in toolsets for name in TOOLSETS[ts]]
