@@ -4,7 +4,9 @@ only its tasks, no container outliving a run (even a SIGKILLed one), no network,
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
+import shutil
 import signal
 import socket
 import sqlite3
@@ -158,11 +160,28 @@ def test_sigkilled_run_leaves_containers_that_the_rerun_reaps(tmp_path: Path, en
     assert not containers_of(engine, rid), "the killed run's containers were not reaped"
 
 
+def bridge_gateway(engine: Any) -> str:
+    """The host's address on the default bridge, as containers see it. An engine that starts on a machine
+    where no engine ran before (no docker0 yet) reports the IPAM config without `Gateway`, so it is read
+    from there only when present, else from the bridge interface, else as the subnet's first address."""
+    network = engine.api.inspect_network("bridge")
+    config = network["IPAM"]["Config"][0]
+    if config.get("Gateway"):
+        return config["Gateway"].split("/")[0]
+    bridge = network.get("Options", {}).get("com.docker.network.bridge.name", "docker0")
+    shown = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", bridge], capture_output=True, text=True,
+                           check=False) if shutil.which("ip") else None
+    for word in shown.stdout.split() if shown else []:
+        if "/" in word and word[0].isdigit():
+            return word.split("/")[0]
+    return str(next(ipaddress.ip_network(config["Subnet"]).hosts()))
+
+
 @pytest.fixture
 def host_listener(engine: Any) -> Iterator[tuple[str, int, list[int]]]:
     """A TCP listener on every host interface, at the address containers see as the bridge gateway.
     Yields (gateway, port, connections accepted)."""
-    gateway = engine.api.inspect_network("bridge")["IPAM"]["Config"][0]["Gateway"]
+    gateway = bridge_gateway(engine)
     server = socket.create_server(("0.0.0.0", 0))
     server.settimeout(0.2)
     accepted: list[int] = []
