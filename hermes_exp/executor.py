@@ -80,7 +80,9 @@ class RayExecutor(JoblibExecutor):
             raise _missing("ray", "ray") from exc
         started = not ray.is_initialized()
         if started:
-            ray.init(address=self.address, num_cpus=self.num_cpus, include_dashboard=False,
+            # "local", not None: None joins whatever cluster /tmp/ray/ray_current_cluster names
+            # (another user's run, a stale `ray start`), with its code and its limits.
+            ray.init(address=self.address or "local", num_cpus=self.num_cpus, include_dashboard=False,
                      log_to_driver=False, configure_logging=False)
         try:
             yield from _ray_unordered(ray, fn, settings, iter(tasks), window=2 * self.n_jobs)
