@@ -57,7 +57,7 @@ def kept(run: Path) -> int:
 def test_sharegpt_from_two_distributions_loads_as_one_dataset(runs: list[Path], tmp_path: Path) -> None:
     ds = load_json([r / "trajectories.jsonl" for r in runs], tmp_path)
     assert len(ds) == sum(kept(r) for r in runs)
-    assert set(ds.features["tool_stats"]) == {"terminal", "read_file", "write_file", "patch", "search_files"}
+    assert set(ds.features["tool_stats"]) == {"terminal", "process", "read_file", "write_file", "patch", "search_files"}
     assert {t["from"] for row in ds for t in row["conversations"]} == {"system", "human", "gpt", "tool"}
 
 

@@ -28,9 +28,14 @@ class Sandbox(Protocol):
     exec() raises SandboxError when the sandbox itself is broken (not when the command fails).
     read_file()/write_file() take paths relative to `workdir` (or absolute inside it) and raise
     ToolError for paths that escape it, missing files, or directories.
+    spawn() starts a background command (see sandbox/background.py) kept in `background` and killed by
+    close(); it raises ToolError when too many run, SandboxError when the sandbox is broken.
     """
 
     workdir: str
+    background: Any  # a BackgroundSet
+
+    def spawn(self, command: str) -> Any: ...
 
     def exec(self, command: str, timeout: float) -> ExecResult: ...
 

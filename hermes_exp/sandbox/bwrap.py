@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_exp.errors import SandboxError
+from hermes_exp.sandbox.background import BackgroundSet, HostBackground
 from hermes_exp.sandbox.base import ExecResult, confine
 from hermes_exp.sandbox.local import LocalSandbox
 from hermes_exp.sandbox.process import clean_env, kill_group, run_group
@@ -152,6 +153,7 @@ class BwrapSandbox:
         self._cgroup = cgroup
         self._host = LocalSandbox(root, output_limit=output_limit, env=env, keep=keep)
         self._live: set[int] = set()  # bwrap pids of running commands, for close() from another thread
+        self.background = BackgroundSet()
         self.closed = False
 
     def exec(self, command: str, timeout: float) -> ExecResult:
@@ -163,6 +165,15 @@ class BwrapSandbox:
                          timeout=timeout, output_limit=self._output_limit,
                          live=self._live)
 
+    def spawn(self, command: str) -> HostBackground:
+        """Start `command` in the background in its own bwrap namespace (same limits and view as exec);
+        killing its group ends the namespace."""
+        if self.closed or not self.root.is_dir():
+            raise SandboxError(f"bwrap sandbox directory {self.root} is gone")
+        self.background.check_room()
+        return self.background.add(HostBackground(self._argv + ["/bin/sh", "-c", command], command,
+                                                  cwd=str(self.root), env=self._env, live=self._live))
+
     def read_file(self, path: str) -> bytes:
         return self._host.read_file(confine(WORKDIR, path))
 
@@ -173,6 +184,7 @@ class BwrapSandbox:
         if self.closed:
             return
         self.closed = True
+        self.background.kill_all()
         for pid in list(self._live):
             kill_group(pid)
         if self._cgroup:

@@ -17,6 +17,7 @@ import uuid
 from typing import Any
 
 from hermes_exp.errors import SandboxError, ToolError
+from hermes_exp.sandbox.background import BackgroundSet
 from hermes_exp.sandbox.base import ExecResult, confine
 from hermes_exp.sandbox.process import clean_env, read_bounded
 
@@ -57,6 +58,7 @@ class DockerSandbox:
         self.workdir = workdir
         self._api, self._env, self._output_limit = api, env, output_limit
         self._on_close = on_close
+        self.background = BackgroundSet()
         self.closed = False
 
     def exec(self, command: str, timeout: float) -> ExecResult:
@@ -83,6 +85,20 @@ class DockerSandbox:
         if timed_out:
             text += f"\n[command timed out after {timeout:g}s; its processes were killed]"
         return ExecResult(code, text, timed_out=timed_out, truncated=truncated)
+
+    def spawn(self, command: str) -> Any:
+        """Start `command` in the background in this container (a timed-out exec() kills it too:
+        `kill -9 -1` is how a docker exec's leftover processes are stopped)."""
+        from hermes_exp.sandbox.docker_background import DockerBackground
+
+        if self.closed:
+            raise SandboxError(f"docker sandbox {self.container_id[:12]} is closed")
+        self.background.check_room()
+        try:
+            return self.background.add(DockerBackground(self._api, self.container_id, command,
+                                                        workdir=self.workdir, env=self._env))
+        except _engine_errors() as exc:
+            raise SandboxError(f"docker exec failed in container {self.container_id[:12]}: {exc}") from exc
 
     def _wait(self, exec_id: str, reader: threading.Thread, deadline: float) -> bool:
         """Wait for the output to end or the command to exit; True if the deadline came first."""
@@ -165,7 +181,8 @@ class DockerSandbox:
             return
         self.closed = True
         try:
-            _quietly_remove(self._api, self.container_id)
+            _quietly_remove(self._api, self.container_id)  # ends its background processes too
+            self.background.kill_all()
         finally:
             self._on_close()
 

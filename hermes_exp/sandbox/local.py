@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_exp.errors import SandboxError, ToolError
+from hermes_exp.sandbox.background import BackgroundSet, HostBackground
 from hermes_exp.sandbox.base import ExecResult, confine
 from hermes_exp.sandbox.process import clean_env, kill_group, run_group
 from hermes_exp.sandbox.taskdirs import TaskDirs
@@ -23,6 +24,7 @@ class LocalSandbox:
         self._env = clean_env(self.workdir, env)
         self._keep = keep
         self._live: set[int] = set()
+        self.background = BackgroundSet()
         self.closed = False
 
     def exec(self, command: str, timeout: float) -> ExecResult:
@@ -30,6 +32,14 @@ class LocalSandbox:
             raise SandboxError(f"sandbox directory {self.root} is gone")
         return run_group(["/bin/sh", "-c", command], cwd=self.workdir, env=self._env,
                          timeout=timeout, output_limit=self._output_limit, live=self._live)
+
+    def spawn(self, command: str) -> HostBackground:
+        """Start `command` in the background, in the task directory, with the clean environment."""
+        if self.closed or not self.root.is_dir():
+            raise SandboxError(f"sandbox directory {self.root} is gone")
+        self.background.check_room()
+        return self.background.add(HostBackground(["/bin/sh", "-c", command], command, cwd=self.workdir,
+                                                  env=self._env, live=self._live))
 
     def host_path(self, path: str) -> Path:
         """The host path of a sandbox path, refusing escapes (including through symlinks)."""
@@ -55,6 +65,7 @@ class LocalSandbox:
     def close(self) -> None:
         """Kill whatever still runs (close may come from another thread on shutdown), remove the dir."""
         self.closed = True
+        self.background.kill_all()
         for pid in list(self._live):
             kill_group(pid)
         if not self._keep:

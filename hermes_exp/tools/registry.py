@@ -8,12 +8,12 @@ from typing import Any
 
 from hermes_exp.errors import ToolError
 from hermes_exp.sandbox.base import Sandbox
-from hermes_exp.tools import files, terminal
+from hermes_exp.tools import files, process, terminal
 
 Handler = Callable[[Sandbox, dict[str, Any], dict[str, Any]], dict[str, Any]]
 
 TOOLSETS: dict[str, dict[str, tuple[dict[str, Any], Handler]]] = {
-    "terminal": {"terminal": (terminal.TERMINAL, terminal.terminal)},
+    "terminal": {"terminal": (terminal.TERMINAL, terminal.terminal), "process": (process.PROCESS, process.process)},
     "file": {
         "read_file": (files.READ_FILE, files.read_file),
         "write_file": (files.WRITE_FILE, files.write_file),

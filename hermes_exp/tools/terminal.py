@@ -6,6 +6,7 @@ from typing import Any
 
 from hermes_exp.errors import ToolError
 from hermes_exp.sandbox.base import Sandbox
+from hermes_exp.tools.process import start
 
 TERMINAL = {
     "name": "terminal",
@@ -18,6 +19,8 @@ TERMINAL = {
         "properties": {
             "command": {"type": "string", "description": "The shell command to run (/bin/sh -c)."},
             "timeout": {"type": "integer", "description": "Seconds before the command is killed."},
+            "background": {"type": "boolean", "description": "Start it in the background and return a session_id "
+                                                             "at once; manage it with the process tool."},
         },
         "required": ["command"],
     },
@@ -28,6 +31,8 @@ def terminal(sandbox: Sandbox, args: dict[str, Any], limits: dict[str, Any]) -> 
     command = args.get("command")
     if not isinstance(command, str) or not command.strip():
         raise ToolError("'command' must be a non-empty string")
+    if args.get("background") is True:
+        return start(sandbox, command)
     max_timeout = float(limits.get("terminal_timeout", 60))
     timeout = args.get("timeout", max_timeout)
     if not isinstance(timeout, (int, float)) or timeout <= 0:

@@ -1,0 +1,180 @@
+"""Background processes of one sandbox (what the `process` tool drives): started by `spawn`, their
+new output read, their stdin fed, killed on request, and killed with their sandbox whatever happens."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from typing import IO, Protocol
+
+from hermes_exp.errors import ToolError
+from hermes_exp.sandbox.base import TRUNCATION_MARKER, truncate
+from hermes_exp.sandbox.process import kill_group
+
+MAX_PER_SANDBOX = 16  # a model that starts a server per turn must not fork-bomb the host
+
+
+class Background(Protocol):
+    """One background command. `exit_code()` is None while it runs. write() and close_stdin() raise
+    ToolError when its stdin is closed or it has exited; kill() is idempotent and never raises."""
+
+    id: str
+    command: str
+    started: float
+    log: "OutputLog"
+
+    def exit_code(self) -> int | None: ...
+
+    def write(self, data: bytes) -> None: ...
+
+    def close_stdin(self) -> None: ...
+
+    def kill(self) -> None: ...
+
+
+class OutputLog:
+    """A process's combined output in a temp file (disk, not memory), with a cursor for "new output".
+    Reads use pread, so they never move the file offset a writing child process shares with us."""
+
+    def __init__(self) -> None:
+        self.file: IO[bytes] = tempfile.TemporaryFile(prefix="hx-bg-")
+        self._cursor = 0
+        self._lock = threading.Lock()
+
+    def append(self, data: bytes) -> None:
+        """For backends whose output arrives through a stream (docker); host processes write directly."""
+        if not self.file.closed:
+            self.file.write(data)
+            self.file.flush()
+
+    def _size(self) -> int:
+        return os.fstat(self.file.fileno()).st_size if not self.file.closed else 0
+
+    def read_new(self, limit: int) -> tuple[str, bool]:
+        """What was written since the last call, head and tail kept within `limit` characters."""
+        with self._lock:
+            end = self._size()
+            start, self._cursor = self._cursor, end
+            return self._slice(start, end, limit)
+
+    def tail_lines(self, offset: int | None, limit: int, max_chars: int) -> tuple[list[str], int]:
+        """Lines [offset, offset+limit) of the output (default: the last `limit`), and how many there are
+        (only the last 4 * max_chars characters are kept in view)."""
+        with self._lock:
+            end = self._size()
+            text = self._read(max(0, end - max_chars * 4), end)
+        lines = text.splitlines()
+        first = max(0, len(lines) - limit) if offset is None else max(0, offset)
+        return lines[first:first + limit], len(lines)
+
+    def _read(self, start: int, end: int) -> str:
+        if end <= start or self.file.closed:
+            return ""
+        return os.pread(self.file.fileno(), end - start, start).decode("utf-8", "replace")
+
+    def _slice(self, start: int, end: int, limit: int) -> tuple[str, bool]:
+        if end - start <= limit * 4:
+            return truncate(self._read(start, end), limit)
+        head_n = limit * 2 // 3
+        head, tail = self._read(start, start + head_n), self._read(end - (limit - head_n), end)
+        return head + TRUNCATION_MARKER.format(dropped=end - start - limit) + tail, True
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def new_id() -> str:
+    return "proc_" + uuid.uuid4().hex[:12]
+
+
+class HostBackground:
+    """A command run as a host process group (local, or bwrap's launcher + bwrap): its whole group is
+    killed, which for bwrap takes down the command's pid namespace with it."""
+
+    def __init__(self, argv: list[str], command: str, *, cwd: str, env: dict[str, str],
+                 live: set[int]) -> None:
+        self.id, self.command, self.started = new_id(), command, time.time()
+        self.log = OutputLog()
+        self._live = live
+        self._proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=self.log.file,
+                                      stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
+        os.set_blocking(self._proc.stdin.fileno(), False)  # a command that never reads must not hang us
+        live.add(self._proc.pid)
+
+    def exit_code(self) -> int | None:
+        return self._proc.poll()
+
+    def write(self, data: bytes) -> None:
+        stdin = self._proc.stdin
+        if stdin is None or stdin.closed:
+            raise ToolError(f"stdin of {self.id} is closed")
+        try:
+            written = os.write(stdin.fileno(), data)
+        except BlockingIOError:
+            written = 0
+        except (BrokenPipeError, OSError) as exc:
+            raise ToolError(f"cannot write to {self.id}: it has exited or closed its stdin ({exc})") from exc
+        if written < len(data):
+            raise ToolError(f"{self.id} is not reading its stdin: only {written} of {len(data)} bytes were "
+                            "accepted; poll its output or kill it")
+
+    def close_stdin(self) -> None:
+        if self._proc.stdin is not None and not self._proc.stdin.closed:
+            try:
+                self._proc.stdin.close()
+            except OSError:
+                pass
+
+    def kill(self) -> None:
+        kill_group(self._proc.pid)
+        self.close_stdin()
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        self._live.discard(self._proc.pid)
+
+
+class BackgroundSet:
+    """The background processes of one sandbox, by id. The sandbox calls kill_all() when it closes."""
+
+    def __init__(self, limit: int = MAX_PER_SANDBOX) -> None:
+        self._procs: dict[str, Background] = {}
+        self._limit = limit
+        self._lock = threading.Lock()
+
+    def check_room(self) -> None:
+        with self._lock:
+            running = sum(1 for p in self._procs.values() if p.exit_code() is None)
+        if running >= self._limit:
+            raise ToolError(f"{running} background processes are already running (the limit is {self._limit}); "
+                            "kill one with process(action='kill') first")
+
+    def add(self, proc: Background) -> Background:
+        with self._lock:
+            self._procs[proc.id] = proc
+        return proc
+
+    def get(self, session_id: str) -> Background:
+        with self._lock:
+            proc = self._procs.get(session_id)
+            known = sorted(self._procs)
+        if proc is None:
+            raise ToolError(f"no background process {session_id!r}; known: {', '.join(known) or 'none'} "
+                            "(start one with terminal(background=true))")
+        return proc
+
+    def all(self) -> list[Background]:
+        with self._lock:
+            return list(self._procs.values())
+
+    def kill_all(self) -> None:
+        with self._lock:
+            procs, self._procs = list(self._procs.values()), {}
+        for proc in procs:
+            proc.kill()
+            proc.log.close()
