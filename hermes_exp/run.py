@@ -65,6 +65,7 @@ def sigterm_as_interrupt() -> Iterator[None]:
 def ledger_row(result: dict[str, Any], filters: list[filters_mod.Filter]) -> dict[str, Any]:
     """Map a worker's result to its ledger row, deciding done / filtered / error."""
     usage = result.get("usage") or []
+    tools = result.pop("tools", None)  # kept once per distinct list in the ledger, not in every result
     row = {
         "key": result["key"], "prompt_index": result["index"], "prompt": result["row"]["prompt"],
         "toolsets": json.dumps(result.get("toolsets", [])), "result": json.dumps(result, ensure_ascii=False),
@@ -78,6 +79,8 @@ def ledger_row(result: dict[str, Any], filters: list[filters_mod.Filter]) -> dic
         "cost_usd": sum(u.get("cost_usd") or 0.0 for u in usage),
         "spent_usd": result.get("spent_usd") or 0.0,  # every in-run attempt; the ledger adds earlier ones
     }
+    if tools is not None:
+        row["tools"] = json.dumps(tools, ensure_ascii=False)
     if result["state"] == "error":
         row.update(state="error", error_class=result["error_class"], error=result["error"])
     else:

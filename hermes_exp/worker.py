@@ -100,6 +100,7 @@ def _attempt(settings: dict[str, Any], task: Task) -> dict[str, Any]:
         toolsets = draw(runtime.toolsets, int(settings["seed"]), task.key)
         result["toolsets"] = toolsets
         tools = tool_schemas(toolsets)
+        result["tools"] = tools  # the list really sent: ShareGPT's <tools> block and `tools` column
         result["tools_offered"] = [t["function"]["name"] for t in tools]
         sandbox = runtime.sandboxes.open(task.key, task.row)
         try:

@@ -9,7 +9,7 @@ from conftest import read_jsonl, request_count, run_cli, write_dataset
 
 from hermes_exp.tools.registry import KNOWN_TOOLS
 
-ROW_KEYS = {"prompt_index", "conversations", "metadata", "completed", "partial", "api_calls",
+ROW_KEYS = {"prompt_index", "conversations", "tools", "metadata", "completed", "partial", "api_calls",
             "toolsets_used", "tool_stats", "tool_error_counts"}
 
 
@@ -23,6 +23,8 @@ def _check_row(row: dict) -> None:
         assert row["tool_error_counts"][name] == stat["failure"]
     turns = row["conversations"]
     assert [t["from"] for t in turns[:2]] == ["system", "human"]
+    offered = [t["function"]["name"] for t in json.loads(row["tools"])]
+    assert offered and f'<tools>\n[{{"name": "{offered[0]}"' in turns[0]["value"]  # Hermes's tool signatures
     assert all(set(t) == {"from", "value"} and t["from"] in {"system", "human", "gpt", "tool"} for t in turns)
     gpt = [t["value"] for t in turns if t["from"] == "gpt"]
     assert len(gpt) == row["api_calls"]
@@ -161,7 +163,7 @@ def test_ephemeral_prompt_and_prefill_are_sent_but_never_saved(tmp_path: Path, m
         assert [m["content"] for m in body["messages"][1:4]] == ["PREFILL-QUESTION", "PREFILL-ANSWER", "Hello there"]
     out = tmp_path / "outputs" / "eph"
     [row] = read_jsonl(out / "trajectories.jsonl")
-    assert row["conversations"][0] == {"from": "system", "value": "SAVED-SYSTEM"}
+    assert row["conversations"][0]["value"].endswith("</tool_call>\n\nSAVED-SYSTEM")  # after Hermes's turn
     assert row["conversations"][1] == {"from": "human", "value": "Hello there"}
     for path in out.glob("*.json*"):
         text = path.read_text()

@@ -13,21 +13,21 @@ from typing import Any
 from hermes_exp.store.atomic import atomic_writer
 from hermes_exp.store.formats import write_formats
 from hermes_exp.store.ledger import Ledger
-from hermes_exp.store.sharegpt import trajectory
+from hermes_exp.store.sharegpt import system_mode, trajectory
 from hermes_exp.store.stats import StatsBuilder, dumps
 
 
-def _line(row: dict[str, Any], model: str) -> str:
+def _line(row: dict[str, Any], model: str, system: str) -> str:
     result = json.loads(row["result"])
-    return json.dumps(trajectory(row, result, result.get("row", {}), model), ensure_ascii=False) + "\n"
+    return json.dumps(trajectory(row, result, result.get("row", {}), model, system), ensure_ascii=False) + "\n"
 
 
-EXPORT_VERSION = 1  # bump when the export code changes what it writes
+EXPORT_VERSION = 2  # bump when the export code changes what it writes
 
 
 def _stamp(ledger: Ledger, settings: dict[str, Any]) -> str:
     used = [EXPORT_VERSION, settings["model"]["name"], settings["run_name"], settings["distribution"]["name"],
-            settings["batch_size"], (settings.get("outputs") or {}).get("formats")]
+            settings["batch_size"], (settings.get("outputs") or {}).get("formats"), system_mode(settings)]
     return json.dumps([ledger.fingerprint(), ledger.meta("dataset_tasks"), used], default=str)
 
 
@@ -44,15 +44,15 @@ def export(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> dict[str,
 
 
 def _export(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> dict[str, Any]:
-    model = settings["model"]["name"]
+    model, system = settings["model"]["name"], system_mode(settings)
     stats = StatsBuilder()
     with atomic_writer(run_dir / "trajectories.jsonl") as out:
         for row in ledger.rows():
             result = json.loads(row["result"]) if row["state"] == "done" and row["result"] else None
             stats.add(row, result)
             if result is not None:
-                out.write(_line(row, model))
-    _write_batches(ledger, run_dir, model)
+                out.write(_line(row, model, system))
+    _write_batches(ledger, run_dir, model, system)
     write_formats(ledger, run_dir, settings)
     known = ledger.meta("dataset_tasks")
     statistics = stats.build(settings, ledger.invocations(), int(known) if known else None)
@@ -61,7 +61,7 @@ def _export(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> dict[str
     return statistics
 
 
-def _write_batches(ledger: Ledger, run_dir: Path, model: str) -> None:
+def _write_batches(ledger: Ledger, run_dir: Path, model: str, system: str) -> None:
     rows = ledger.rows(("done",), order="batch_num, prompt_index, key")
     written: set[str] = set()
     for batch_num, group in groupby(rows, key=lambda r: r["batch_num"]):
@@ -69,7 +69,7 @@ def _write_batches(ledger: Ledger, run_dir: Path, model: str) -> None:
         written.add(name)
         with atomic_writer(run_dir / name) as out:
             for row in group:
-                out.write(_line(row, model))
+                out.write(_line(row, model, system))
     for stale in run_dir.glob("batch_*.jsonl"):
         if stale.name not in written:
             stale.unlink()

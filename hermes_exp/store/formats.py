@@ -17,7 +17,7 @@ from hermes_exp.agent.reasoning import native_reasoning
 from hermes_exp.errors import ConfigError
 from hermes_exp.store.atomic import atomic_writer
 from hermes_exp.store.ledger import Ledger
-from hermes_exp.tools.registry import tool_schemas
+from hermes_exp.store.sharegpt import offered_tools, system_mode
 
 FORMATS = ("sharegpt", "openai", "parquet")
 OPENAI_FILE = "trajectories.openai.jsonl"
@@ -26,7 +26,9 @@ _CHUNK = 500  # rows per Arrow record batch: memory stays flat in the size of th
 
 
 def chosen_formats(settings: dict[str, Any]) -> list[str]:
-    """`outputs.formats` from the settings, checked against the known formats."""
+    """`outputs.formats` from the settings, checked against the known formats (and the ShareGPT
+    system turn mode, so that a typo in either stops the run before any work)."""
+    system_mode(settings)
     formats = list((settings.get("outputs") or {}).get("formats") or ["sharegpt"])
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
@@ -66,13 +68,13 @@ def openai_message(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def openai_record(row: dict[str, Any], result: dict[str, Any], model: str) -> dict[str, Any]:
-    """One kept task as a chat fine-tuning record. `tools` (the schemas offered) is a JSON string:
+    """One kept task as a chat fine-tuning record. `tools` (the tool list sent) is a JSON string:
     its nested JSON Schemas differ between toolsets, which no single table schema could hold."""
     extra = {k: v for k, v in (result.get("row") or {}).items() if k != "prompt"}
     toolsets = list(result.get("toolsets", []))
     return {
         "messages": [openai_message(m) for m in result.get("messages", [])],
-        "tools": json.dumps(tool_schemas(toolsets), ensure_ascii=False),
+        "tools": json.dumps(offered_tools(row, result), ensure_ascii=False),
         "toolsets": toolsets,
         "prompt_index": row["prompt_index"],
         "metadata": {**extra, "key": row["key"], "batch_num": row["batch_num"], "model": model},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import threading
@@ -111,8 +112,17 @@ class Ledger:
             # the row brings this dispatch's spend; the column keeps the sum over every attempt
             row["spent_usd"] = (previous[1] or 0.0 if previous else 0.0) + (row.get("spent_usd") or 0.0)
             row["updated_at"] = time.time()
+            tools = row.pop("tools", None)
             with self.db.conn:
+                if tools is not None:
+                    row["tools_hash"] = self._tool_list(tools)
                 self.db["tasks"].upsert(row, pk="key", alter=False)
+
+    def _tool_list(self, tools: str) -> str:
+        """Keep a tool list (JSON text exactly as sent) once; return its hash."""
+        digest = "b2:" + hashlib.blake2b(tools.encode(), digest_size=16).hexdigest()
+        self.db.execute("INSERT OR IGNORE INTO tool_lists (hash, tools) VALUES (?, ?)", [digest, tools])
+        return digest
 
     def add_spend(self, key: str, usd: float) -> None:
         """Count money spent on a task whose result is not recorded (stopped by the budget, cancelled)."""
@@ -130,9 +140,12 @@ class Ledger:
 
     # -- reading ----------------------------------------------------------------------------
     def rows(self, states: tuple[str, ...] | None = None, order: str = "prompt_index, key") -> Iterator[dict[str, Any]]:
-        """Rows (dataset order by default), streamed; result JSON is decoded by the caller."""
+        """Rows (dataset order by default), streamed, with `tools` (the tool list sent, JSON text);
+        result JSON is decoded by the caller."""
         where = f"WHERE state IN ({','.join('?' * len(states))})" if states else ""
-        cursor = self.db.execute(f"SELECT * FROM tasks {where} ORDER BY {order}", list(states or ()))
+        cursor = self.db.execute(f"SELECT tasks.*, tool_lists.tools AS tools FROM tasks LEFT JOIN tool_lists "
+                                 f"ON tool_lists.hash = tasks.tools_hash {where} ORDER BY {order}",
+                                 list(states or ()))
         names = [d[0] for d in cursor.description]
         for values in cursor:
             yield dict(zip(names, values))

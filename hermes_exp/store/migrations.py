@@ -47,6 +47,14 @@ def m003_spend_and_cached_tokens(db: sqlite_utils.Database) -> None:
     db.execute("UPDATE tasks SET spent_usd = cost_usd WHERE cost_usd IS NOT NULL")
 
 
+@migration
+def m004_tool_lists(db: sqlite_utils.Database) -> None:
+    """The OpenAI tool list sent to each task, kept once per distinct list (`tool_lists`, keyed by a
+    hash of its JSON) and referenced from `tasks.tools_hash`: a run has few distinct lists."""
+    db["tool_lists"].create({"hash": str, "tools": str}, pk="hash")
+    db["tasks"].add_column("tools_hash", str)
+
+
 def apply(db: sqlite_utils.Database) -> list[str]:
     """Apply pending migrations, each in its own transaction; return the names applied."""
     if "_migrations" not in db.table_names():

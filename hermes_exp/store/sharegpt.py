@@ -7,7 +7,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from hermes_exp.agent.reasoning import inline_reasoning, native_reasoning
-from hermes_exp.tools.registry import KNOWN_TOOLS
+from hermes_exp.errors import ConfigError
+from hermes_exp.store.hermes_prompt import SYSTEM_MODES, hermes_system
+from hermes_exp.tools.registry import KNOWN_TOOLS, tool_schemas
 
 
 def _text(content: Any) -> str:
@@ -82,13 +84,42 @@ def tool_stats(calls: list[dict[str, Any]]) -> tuple[dict[str, dict[str, int]], 
     return stats, {name: s["failure"] for name, s in stats.items()}
 
 
-def trajectory(row: dict[str, Any], result: dict[str, Any], task_row: dict[str, Any], model: str) -> dict[str, Any]:
+def system_mode(settings: dict[str, Any]) -> str:
+    """`outputs.sharegpt.system`: `hermes` (Hermes's function-calling turn with the sample's tool
+    signatures, then the system prompt sent) or `sent` (only the system prompt sent)."""
+    mode = ((settings.get("outputs") or {}).get("sharegpt") or {}).get("system", "hermes")
+    if mode not in SYSTEM_MODES:
+        raise ConfigError(f"outputs.sharegpt.system={mode!r} is not valid; valid values: {', '.join(SYSTEM_MODES)}",
+                          "set outputs.sharegpt.system=hermes (tool signatures in the system turn) or =sent")
+    return mode
+
+
+def offered_tools(row: dict[str, Any], result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The OpenAI tool list really sent to this sample (kept in the ledger beside its result)."""
+    if row.get("tools"):
+        return json.loads(row["tools"])
+    return tool_schemas(list(result.get("toolsets", [])))  # a row recorded before tool lists were kept
+
+
+def with_system(turns: list[dict[str, str]], tools: list[dict[str, Any]], mode: str) -> list[dict[str, str]]:
+    """The turns with the system turn of `mode` first (the sent one, or Hermes's with the tools)."""
+    if mode == "sent":
+        return turns
+    sent = turns[0]["value"] if turns and turns[0]["from"] == "system" else None
+    return [{"from": "system", "value": hermes_system(tools, sent)}, *(turns[1:] if sent is not None else turns)]
+
+
+def trajectory(row: dict[str, Any], result: dict[str, Any], task_row: dict[str, Any], model: str,
+               system: str = "hermes") -> dict[str, Any]:
     stats, errors = tool_stats(result.get("tool_calls", []))
     extra = {k: v for k, v in task_row.items() if k != "prompt"}
     timestamp = datetime.fromtimestamp(row["finished_at"], timezone.utc).isoformat(timespec="seconds")
+    tools = offered_tools(row, result)
     return {
         "prompt_index": row["prompt_index"],
-        "conversations": conversations(result.get("messages", [])),
+        "conversations": with_system(conversations(result.get("messages", [])), tools, system),
+        # A JSON string, as in Hermes's published datasets: nested schemas differ between samples.
+        "tools": json.dumps(tools, ensure_ascii=False),
         "metadata": {**extra, "batch_num": row["batch_num"], "timestamp": timestamp, "model": model},
         "completed": bool(result.get("completed")),
         "partial": bool(result.get("partial")),
