@@ -13,6 +13,7 @@ from typing import Any
 
 import openai
 
+from hermes_exp.agent.deadline import attempt_deadline, deadline_http_client
 from hermes_exp.agent.ratelimit import Limits, RateLimiter, register
 from hermes_exp.agent.retry import AuthCircuit, Failure, RetryPolicy, retry_after, upstream_failure
 from hermes_exp.agent.wire import SAMPLING_KEYS, Interop, call_request, static_request
@@ -57,9 +58,11 @@ class ModelClient:
         self.budget = budget or Budget(self._limits.max_cost_usd)
         self.limiter = RateLimiter(Limits.from_config(model.get("rate_limit"), workers))
         self.circuit = AuthCircuit(self._policy.stop_after_auth_failures)
+        self._timeout = float(model.get("timeout", 600))
+        http = deadline_http_client(self._timeout)  # a trickling server cannot outlast model.timeout
         self._client = openai.OpenAI(
-            api_key=api_key, base_url=base_url, max_retries=0,
-            timeout=float(model.get("timeout", 600)), default_headers=provider.get("headers") or None)
+            api_key=api_key, base_url=base_url, max_retries=0, http_client=http,
+            timeout=self._timeout, default_headers=provider.get("headers") or None)
         self._rng = random.Random()
         self._lock = threading.Lock()
 
@@ -124,7 +127,8 @@ class ModelClient:
             # The body is already plain JSON and the answer is kept as plain JSON: posting it skips the
             # SDK's per-call re-typing of every parameter and of the response (2.3 ms -> under 0.8 ms of
             # CPU per call, bench/RESULTS.md); HTTP errors still raise the SDK's exceptions.
-            response = self._client.post("/chat/completions", body=request, cast_to=object)
+            with attempt_deadline(self._timeout):
+                response = self._client.post("/chat/completions", body=request, cast_to=object)
             failure = _in_body_failure(response)
             if failure is None:
                 reply = self._reply(response, attempt)

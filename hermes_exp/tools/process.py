@@ -9,6 +9,7 @@ from typing import Any
 from hermes_exp.errors import ToolError
 from hermes_exp.sandbox.background import Background
 from hermes_exp.sandbox.base import Sandbox
+from hermes_exp.tools.timeouts import clamp_timeout
 
 ACTIONS = ("list", "poll", "log", "wait", "kill", "write", "submit", "close")
 PROCESS = {
@@ -94,7 +95,7 @@ def process(sandbox: Sandbox, args: dict[str, Any], limits: dict[str, Any]) -> d
         return {**_status(proc), "output": "\n".join(lines), "total_lines": total, "error": None}
     timed_out = False
     if action == "wait":
-        timed_out = _wait(proc, min(float(_int(args, "timeout", 30) or 30), float(limits.get("terminal_timeout", 60))))
+        timed_out = _wait(proc, clamp_timeout(args.get("timeout", 30), float(limits.get("terminal_timeout", 60))))
     output, truncated = proc.log.read_new(max_chars)
     return {**_status(proc), "output": output, "truncated": truncated, "timed_out": timed_out, "error": None}
 

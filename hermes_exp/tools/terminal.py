@@ -7,6 +7,7 @@ from typing import Any
 from hermes_exp.errors import ToolError
 from hermes_exp.sandbox.base import Sandbox
 from hermes_exp.tools.process import start
+from hermes_exp.tools.timeouts import clamp_timeout
 
 TERMINAL = {
     "name": "terminal",
@@ -33,10 +34,8 @@ def terminal(sandbox: Sandbox, args: dict[str, Any], limits: dict[str, Any]) -> 
         raise ToolError("'command' must be a non-empty string")
     if args.get("background") is True:
         return start(sandbox, command)
-    max_timeout = float(limits.get("terminal_timeout", 60))
-    timeout = args.get("timeout", max_timeout)
-    if not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise ToolError("'timeout' must be a positive number of seconds")
-    result = sandbox.exec(command, timeout=min(float(timeout), max_timeout))
-    error = f"command timed out after {min(float(timeout), max_timeout):g}s" if result.timed_out else None
+    timeout = clamp_timeout(args.get("timeout"), float(limits.get("terminal_timeout", 60)))
+    result = sandbox.exec(command, timeout=timeout)
+    error = f"command timed out after {timeout:g}s" if result.timed_out else None
     return {"output": result.output, "exit_code": result.exit_code, "error": error}
+
