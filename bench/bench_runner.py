@@ -82,7 +82,7 @@ def _compose(overrides: list[str], run_dir: Path) -> dict[str, Any]:
 def build_finished_run(work: Path, tasks: int, url: str, sandbox: str, extra: list[str]) -> tuple[list[str], dict]:
     """A dataset of `tasks` rows and a ledger in which every one is done, with realistic results: a
     small real run provides a finished result, which is copied for each row under its own key."""
-    from hermes_exp.dataset import scan
+    from hermes_exp.dataset import open_dataset, scan
     from hermes_exp.run import ledger_row
     from hermes_exp.settings import identity_config, identity_hash
     from hermes_exp.store.ledger import Ledger
@@ -101,7 +101,7 @@ def build_finished_run(work: Path, tasks: int, url: str, sandbox: str, extra: li
     run_dir = work / "outputs" / "resume"
     settings = _compose(argv, run_dir)
     identity = identity_hash(settings)
-    found = scan(data, identity, False, None)
+    found = scan(open_dataset(data), identity, False, None)
     ledger = Ledger(run_dir / "ledger.db")
     try:
         ledger.claim_identity(identity, identity_config(settings))

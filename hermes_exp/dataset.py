@@ -1,4 +1,4 @@
-"""Read and validate a JSONL dataset of prompts, streaming; compute each row's task key."""
+"""Validate a dataset's rows (any format, streamed from hermes_exp.inputs) and compute each task key."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_exp.errors import DatasetError
+from hermes_exp.inputs import Record, Source, open_source
 
 log = logging.getLogger(__name__)
 KEY_SCHEME = "v1"
@@ -19,7 +20,7 @@ MAX_REPORTED = 20
 
 @dataclass(frozen=True)
 class Task:
-    """One prompt to run. `index` is the 0-based line index in the dataset file."""
+    """One prompt to run. `index` is the 0-based row index in the dataset (a JSONL file's line index)."""
 
     key: str
     index: int
@@ -36,91 +37,78 @@ def task_key(row: dict[str, Any], occurrence: int, identity: str) -> str:
     return f"{KEY_SCHEME}:{hashlib.blake2b(payload, digest_size=16).hexdigest()}"
 
 
-def _check_line(line: str) -> tuple[dict[str, Any] | None, str | None]:
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError as exc:
-        return None, f"not valid JSON ({exc.msg} at column {exc.colno})"
-    if not isinstance(row, dict):
-        return None, f"a JSON {type(row).__name__} where an object with a \"prompt\" field was expected"
+def check_row(row: dict[str, Any]) -> str | None:
+    """What is wrong with a (normalised, mapped) row, or None. The same rules for every format."""
     if "prompt" not in row:
-        return None, "missing the required \"prompt\" field"
+        return "missing the required \"prompt\" field"
     prompt = row["prompt"]
     if not isinstance(prompt, str):
-        return None, f"\"prompt\" must be a string, got {type(prompt).__name__}"
+        return f"\"prompt\" must be a string, got {type(prompt).__name__}"
     if not prompt.strip():
-        return None, "\"prompt\" is empty"
-    return row, None
+        return "\"prompt\" is empty"
+    return None
 
 
-def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
-    """(line index, row, problem) for each non-blank line."""
-    with path.open("r", encoding="utf-8", errors="strict") as fh:
-        for index, line in enumerate(fh):
-            if line.strip():
-                yield (index, *_check_line(line))
+def _rows(source: Source) -> Iterator[tuple[Record, str | None]]:
+    """Each record of the source with its problem (the reader's, else the row rules'), or None."""
+    for record in source.rows():
+        yield record, record.problem or check_row(record.row or {})
 
 
-def open_dataset(path: str | Path) -> Path:
-    p = Path(path).expanduser()
-    if not p.is_file():
-        raise DatasetError(f"dataset file not found: {p}",
-                           "set dataset.path=... to an existing JSONL file (one {\"prompt\": ...} object per line)")
-    return p
+def open_dataset(dataset: dict[str, Any] | str | Path) -> Source:
+    """The dataset config (`dataset.*`) or a bare path -> a streaming Source of its format."""
+    return open_source(dataset)
 
 
 @dataclass
 class Scan:
-    """What one validating pass over the dataset found: (line index, key) per task, images named."""
+    """What one validating pass over the dataset found: (row index, key) per task, images named."""
 
     indexed: list[tuple[int, str]]
     images: set[str]
 
 
-def scan(path: Path, identity: str, skip_invalid: bool, max_samples: int | None) -> Scan:
-    """Validate the whole file before any model call; key every valid row."""
+def scan(source: Source, identity: str, skip_invalid: bool, max_samples: int | None) -> Scan:
+    """Validate the whole dataset before any model call; key every valid row."""
     seen: dict[bytes, int] = {}
     keys: list[tuple[int, str]] = []
     images: set[str] = set()
     problems: list[str] = []
-    try:
-        for index, row, problem in _rows(path):
-            if problem:
-                problems.append(f"{path}:{index + 1}: {problem}")
-                continue
-            if max_samples is not None and len(keys) >= max_samples:
-                continue
-            digest = hashlib.blake2b(canonical_json(row).encode(), digest_size=16).digest()
-            occurrence = seen.get(digest, 0)
-            seen[digest] = occurrence + 1
-            keys.append((index, task_key(row, occurrence, identity)))
-            image = row.get("image") or row.get("docker_image")
-            if isinstance(image, str) and image:
-                images.add(image)
-    except UnicodeDecodeError as exc:
-        raise DatasetError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})",
-                           "save the dataset as UTF-8 JSONL") from exc
-    _report(path, problems, skip_invalid)
+    for record, problem in _rows(source):
+        if problem:
+            problems.append(f"{record.where}: {problem}")
+            continue
+        row = record.row
+        if max_samples is not None and len(keys) >= max_samples:
+            continue
+        digest = hashlib.blake2b(canonical_json(row).encode(), digest_size=16).digest()
+        occurrence = seen.get(digest, 0)
+        seen[digest] = occurrence + 1
+        keys.append((record.index, task_key(row, occurrence, identity)))
+        image = row.get("image") or row.get("docker_image")
+        if isinstance(image, str) and image:
+            images.add(image)
+    _report(source, problems, skip_invalid)
     if not keys:
-        raise DatasetError(f"dataset {path} has no valid prompts",
-                           "add lines like {\"prompt\": \"...\"} to the file")
+        raise DatasetError(f"dataset {source.path} has no valid prompts",
+                           "add rows with a non-empty \"prompt\" (or map a column onto it: dataset.fields.prompt=...)")
     return Scan(keys, images)
 
 
-def _report(path: Path, problems: list[str], skip_invalid: bool) -> None:
+def _report(source: Source, problems: list[str], skip_invalid: bool) -> None:
     if not problems:
         return
     shown = "\n".join(f"  {p}" for p in problems[:MAX_REPORTED])
     more = f"\n  ... and {len(problems) - MAX_REPORTED} more" if len(problems) > MAX_REPORTED else ""
     if skip_invalid:
-        log.warning("skipping %d invalid line(s) of %s:\n%s%s", len(problems), path, shown, more)
+        log.warning("skipping %d invalid %s(s) of %s:\n%s%s", len(problems), source.unit, source.path, shown, more)
         return
-    raise DatasetError(f"{len(problems)} invalid line(s) in {path}:\n{shown}{more}",
-                       "fix these lines, or run with dataset.skip_invalid=true to skip them")
+    raise DatasetError(f"{len(problems)} invalid {source.unit}(s) in {source.path}:\n{shown}{more}",
+                       f"fix these {source.unit}s, or run with dataset.skip_invalid=true to skip them")
 
 
-def stream_tasks(path: Path, wanted: dict[int, str]) -> Iterator[Task]:
-    """Yield the tasks whose line index is in `wanted` (index -> key), reading the file again."""
-    for index, row, problem in _rows(path):
-        if problem is None and index in wanted:
-            yield Task(wanted[index], index, row)
+def stream_tasks(source: Source, wanted: dict[int, str]) -> Iterator[Task]:
+    """Yield the tasks whose row index is in `wanted` (index -> key), reading the source again."""
+    for record, problem in _rows(source):
+        if problem is None and record.index in wanted:
+            yield Task(wanted[record.index], record.index, record.row)

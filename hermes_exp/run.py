@@ -19,6 +19,7 @@ from hydra.utils import instantiate
 from hermes_exp import worker
 from hermes_exp.agent.probe import probe
 from hermes_exp.dataset import Task, open_dataset, scan, stream_tasks
+from hermes_exp.inputs import Source
 from hermes_exp.errors import LedgerError
 from hermes_exp.guard import RunGuard
 from hermes_exp.plan import intent, pending
@@ -98,7 +99,7 @@ def run(settings: dict[str, Any]) -> int:
     identity = identity_hash(settings)
     if settings.get("action", "run") == "export":
         return reexport(settings, run_dir, identity)
-    dataset = open_dataset(settings["dataset"]["path"])
+    dataset = open_dataset(settings["dataset"])
     found = scan(dataset, identity, bool(settings["dataset"].get("skip_invalid")), settings.get("max_samples"))
     with RunLock(run_dir):
         ledger = _open_ledger(run_dir, identity, settings)
@@ -138,7 +139,7 @@ def _open_ledger(run_dir: Path, identity: str, settings: dict[str, Any]) -> Ledg
     return ledger
 
 
-def _dispatch(settings: dict[str, Any], ledger: Ledger, dataset: Path, todo: dict[int, str],
+def _dispatch(settings: dict[str, Any], ledger: Ledger, dataset: Source, todo: dict[int, str],
               images: set[str], total: int, guard: RunGuard) -> int:
     if not todo:
         print(f"nothing to run: all {total} tasks of this run are settled", file=sys.stderr)
@@ -190,7 +191,7 @@ def _preflight(settings: dict[str, Any], images: set[str]) -> None:
                     settings["sandbox"].get("kind"))
 
 
-def _marked(ledger: Ledger, dataset: Path, todo: dict[int, str]) -> Iterator[Task]:
+def _marked(ledger: Ledger, dataset: Source, todo: dict[int, str]) -> Iterator[Task]:
     for task in stream_tasks(dataset, todo):
         if worker.CANCEL.is_set():
             return

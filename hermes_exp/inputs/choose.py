@@ -1,0 +1,67 @@
+"""Which reader a dataset gets: `dataset.format`, else the path's extension (a folder: HF `save_to_disk`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hermes_exp.errors import ConfigError, DatasetError
+from hermes_exp.inputs.base import Source
+from hermes_exp.inputs.fields import check_fields
+
+FORMATS = ("auto", "jsonl", "csv", "parquet", "hf")
+EXTENSIONS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv", ".tsv": "csv",
+              ".parquet": "parquet", ".pq": "parquet"}
+
+
+def open_source(dataset: dict[str, Any] | str | Path) -> Source:
+    """The dataset config (or a bare path, read as JSONL by extension) -> its Source."""
+    cfg = {"path": dataset} if isinstance(dataset, (str, Path)) else dict(dataset)
+    path = Path(str(cfg.get("path") or "")).expanduser()
+    fmt = cfg.get("format") or "auto"
+    if fmt not in FORMATS:
+        raise ConfigError(f"dataset.format={fmt!r} is not a known format", f"choose from: {', '.join(FORMATS)}")
+    if not path.exists():
+        raise DatasetError(f"dataset file not found: {path}",
+                           "set dataset.path=... to an existing JSONL, CSV or Parquet file, or a folder "
+                           "written by save_to_disk")
+    fmt = _detect(path) if fmt == "auto" else fmt
+    fields = check_fields(cfg.get("fields"))
+    columns = cfg.get("columns")
+    if columns is not None and (not isinstance(columns, list) or not all(isinstance(c, str) for c in columns)):
+        raise ConfigError(f"dataset.columns={columns!r} must be a list of column names",
+                          "e.g. dataset.columns=[question,answer], or null for every column")
+    return _build(fmt, path, fields, columns, cfg.get("split"))
+
+
+def _build(fmt: str, path: Path, fields: dict[str, str], columns: list[str] | None, split: str | None) -> Source:
+    if fmt == "hf":
+        from hermes_exp.inputs.hf import HfDiskSource
+
+        return HfDiskSource(path, fields, columns, split)
+    if path.is_dir():
+        raise DatasetError(f"dataset.path {path} is a folder, but dataset.format={fmt} reads a file",
+                           "point dataset.path at the file, or use dataset.format=hf for a save_to_disk folder")
+    if fmt == "parquet":
+        from hermes_exp.inputs.parquet import ParquetSource
+
+        return ParquetSource(path, fields, columns)
+    if fmt == "csv":
+        from hermes_exp.inputs.csvfile import CsvSource
+
+        return CsvSource(path, fields)
+    from hermes_exp.inputs.jsonl import JsonlSource
+
+    return JsonlSource(path, fields)
+
+
+def _detect(path: Path) -> str:
+    if path.is_dir():
+        from hermes_exp.inputs.hf import is_hf_folder
+
+        if is_hf_folder(path):
+            return "hf"
+        raise DatasetError(f"dataset.path {path} is a folder but not one written by save_to_disk "
+                           "(no dataset_dict.json or state.json in it)",
+                           "point dataset.path at a dataset file or a save_to_disk folder")
+    return EXTENSIONS.get(path.suffix.lower(), "jsonl")  # any other file is JSONL, as it always was
