@@ -12,6 +12,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from hermes_exp.errors import HermesExpError
+from hermes_exp.redact import Redactor
 
 log = logging.getLogger("hermes_exp")
 # Sweep jobs may run in other processes (hydra/launcher=joblib, submitit): each appends its exit
@@ -56,7 +57,8 @@ def _job(cfg: DictConfig) -> None:
         _snapshot(cfg)
         _report_status(run(to_plain(cfg)))
     except HermesExpError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        redact = Redactor.from_env(OmegaConf.to_container(cfg, resolve=False))
+        print(f"error: {redact(str(exc))}", file=sys.stderr)
         _report_status(exc.exit_code)
     except KeyboardInterrupt:
         print("interrupted before any task ran; nothing was changed", file=sys.stderr)

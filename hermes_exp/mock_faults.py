@@ -33,6 +33,7 @@ class Faults:
     hang_seconds: float = 2.0            # how long a "timeout" waits before answering
     require_key: str | None = None       # answer 401 unless "Authorization: Bearer <require_key>"
     reject_null_content: bool = False    # answer 500 when a message has "content": null (llama.cpp)
+    echo_auth: bool = False              # error messages quote the request's Authorization header (proxies do)
 
     def __post_init__(self) -> None:
         for kind in [*self.script, self.always]:
@@ -55,8 +56,14 @@ class Faults:
             return "429"
         return None
 
-    def reply(self, kind: str) -> Reply | None:
+    def reply(self, kind: str, headers: dict[str, str] | None = None) -> Reply | None:
         """The answer for a fault; None for the ones that change a normal answer (timeout, error_finish)."""
+        answer = self._reply(kind)
+        if answer is not None and self.echo_auth and isinstance(answer[1].get("error"), dict):
+            answer[1]["error"]["message"] += f" (request had Authorization: {(headers or {}).get('authorization')})"
+        return answer
+
+    def _reply(self, kind: str) -> Reply | None:
         if kind == "reset":
             return RESET, {}, {}
         if kind == "null_content":

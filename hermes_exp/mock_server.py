@@ -202,7 +202,7 @@ class MockServer:
             return body, _bad_request("stream=true is not supported by the mock server; send stream=false",
                                       "stream_unsupported")
         fault = self.faults.pick(number, in_flight, body, headers)
-        failure = (self.faults.reply(fault) if fault else None) or self._failure(body)
+        failure = (self.faults.reply(fault, headers) if fault else None) or self._failure(body)
         if failure is not None:
             return body, failure
         if fault == "timeout":

@@ -24,8 +24,10 @@ from hermes_exp.errors import LedgerError
 from hermes_exp.guard import RunGuard
 from hermes_exp.plan import intent, pending
 from hermes_exp.progress import Progress
+from hermes_exp.redact import Redactor, secret_names
 from hermes_exp.runlock import RunLock
-from hermes_exp.settings import check, identity_config, identity_hash
+from hermes_exp.sandbox.auto import runs_on_host
+from hermes_exp.settings import check, identity_hash, stored_identity
 from hermes_exp.store import filters as filters_mod
 from hermes_exp.store.export import export
 from hermes_exp.store.formats import chosen_formats
@@ -121,7 +123,7 @@ def _open_ledger(run_dir: Path, identity: str, settings: dict[str, Any]) -> Ledg
     """Open the run's ledger, refusing another experiment unless resume.new_identity archives it."""
     ledger = Ledger(run_dir / "ledger.db")
     try:
-        ledger.claim_identity(identity, identity_config(settings))
+        ledger.claim_identity(identity, stored_identity(settings))
         return ledger
     except LedgerError:
         old = ledger.meta("identity") or "unknown"
@@ -135,7 +137,7 @@ def _open_ledger(run_dir: Path, identity: str, settings: dict[str, Any]) -> Ledg
             shutil.move(str(path), archive / path.name)
     print(f"archived the previous experiment of {run_dir} to {archive}", file=sys.stderr)
     ledger = Ledger(run_dir / "ledger.db")
-    ledger.claim_identity(identity, identity_config(settings))
+    ledger.claim_identity(identity, stored_identity(settings))
     return ledger
 
 
@@ -149,6 +151,7 @@ def _dispatch(settings: dict[str, Any], ledger: Ledger, dataset: Source, todo: d
     executor = instantiate(settings["executor"])
     label = str(Path(settings["run_name"]) / _job_name(ledger.path.parent, settings["run_name"]))
     progress = Progress(total=len(todo), already=total - len(todo), label=label)
+    redact = Redactor.from_env(settings)
     invocation = ledger.start_invocation()
     ran = calls = 0
     interrupted = False
@@ -161,7 +164,7 @@ def _dispatch(settings: dict[str, Any], ledger: Ledger, dataset: Source, todo: d
             for result in executor.map_unordered(worker.run_task, settings, tasks):
                 if not guard.observe(result, ledger):  # cancelled, or stopped by the budget: stays pending
                     continue
-                row = ledger_row(result, filters)
+                row = _redacted(ledger_row(result, filters), redact)
                 ledger.record(row, int(settings["batch_size"]))
                 ran, calls = ran + 1, calls + row["api_calls"]
                 progress.update(row["state"])
@@ -175,6 +178,13 @@ def _dispatch(settings: dict[str, Any], ledger: Ledger, dataset: Source, todo: d
     return EXIT_INTERRUPTED if interrupted else EXIT_OK
 
 
+def _redacted(row: dict[str, Any], redact: Redactor) -> dict[str, Any]:
+    """The ledger is written only here: no secret value gets in, whatever a worker returned."""
+    if redact:
+        row.update({k: redact(row[k]) for k in ("error", "result") if row.get(k)})
+    return row
+
+
 def _job_name(run_dir: Path, run_name: str) -> str:
     """A sweep job's own part of its directory (its override values); empty for a single run."""
     return "" if run_dir.name == run_name else run_dir.name
@@ -185,6 +195,11 @@ def _preflight(settings: dict[str, Any], images: set[str]) -> None:
     factory = worker.runtime_for(settings).sandboxes
     if hasattr(factory, "preflight"):
         factory.preflight(images)
+    if Redactor.from_env(settings) and runs_on_host(factory):
+        log.warning("sandbox=%s runs tool commands as host processes of your user: a command can read "
+                    "the API key ($%s) from any process of yours that holds it (your shell included, "
+                    "through /proc/<pid>/environ or /proc/<pid>/mem). Use sandbox=bwrap or sandbox=docker "
+                    "with a real key.", settings["sandbox"].get("kind"), ", $".join(secret_names(settings)))
     if images and settings["sandbox"].get("kind") != "docker":
         log.warning("%d dataset row image(s) (e.g. %s) are ignored: sandbox=%s runs no containers; "
                     "use sandbox=docker to run those rows in their images", len(images), sorted(images)[0],
@@ -219,7 +234,7 @@ def reexport(settings: dict[str, Any], run_dir: Path, identity: str) -> int:
     with RunLock(run_dir):
         ledger = Ledger(run_dir / "ledger.db")
         try:
-            ledger.claim_identity(identity, identity_config(settings))
+            ledger.claim_identity(identity, stored_identity(settings))
             changed = 0
             for row in ledger.rows(("done", "filtered")):
                 reason = filters_mod.first_reason(filters, json.loads(row["result"]))

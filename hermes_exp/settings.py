@@ -57,6 +57,20 @@ def identity_config(settings: dict[str, Any]) -> dict[str, Any]:
     return ident
 
 
+# Sent at call time but never saved: the ledger keeps their digest, which still tells experiments apart.
+NEVER_SAVED = ("ephemeral_system_prompt", "prefill_messages")
+
+
+def stored_identity(settings: dict[str, Any]) -> dict[str, Any]:
+    """identity_config as written to the ledger: the never-saved parts only as digests."""
+    ident = identity_config(settings)
+    for key in NEVER_SAVED:
+        if ident.get(key):
+            digest = hashlib.blake2b(canonical_json(ident[key]).encode(), digest_size=12).hexdigest()
+            ident[key] = {"blake2b": digest}
+    return ident
+
+
 def identity_hash(settings: dict[str, Any]) -> str:
     digest = hashlib.blake2b(canonical_json(identity_config(settings)).encode(), digest_size=12)
     return f"id1:{digest.hexdigest()}"

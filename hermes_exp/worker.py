@@ -16,6 +16,7 @@ from hermes_exp.agent.model import ModelClient
 from hermes_exp.dataset import Task
 from hermes_exp.distribution import draw
 from hermes_exp.errors import HermesExpError, ProviderError, SandboxError
+from hermes_exp.redact import Redactor, secret_names, wipe_environ_block
 from hermes_exp.settings import load_prefill
 from hermes_exp.tools.registry import tool_schemas
 
@@ -32,6 +33,8 @@ class Runtime:
     def __init__(self, settings: dict[str, Any]) -> None:
         runtime = settings["runtime"]
         self.client = ModelClient.from_settings(settings)  # shared: rate limiter, budget, auth circuit
+        # the key is read: from now on a tool command reading /proc/$PPID/environ finds it blanked
+        wipe_environ_block(secret_names(settings))
         self.sandboxes = instantiate(settings["sandbox"], run_id=runtime["run_id"], _convert_="all")
         self.toolsets = {str(k): float(v) for k, v in settings["distribution"]["toolsets"].items()}
         self.prefix = _prefix(settings)
@@ -75,8 +78,11 @@ def run_task(settings: dict[str, Any], task: Task) -> dict[str, Any]:
     try:
         attempts = max(1, int((settings.get("resume") or {}).get("task_attempts", 2)))
         spent = 0.0
+        redact = Redactor.from_env(settings)
         for attempt in range(1, attempts + 1):
             result = _attempt(settings, task)
+            if result.get("error"):  # provider bodies may echo the Authorization header
+                result["error"] = redact(result["error"])
             result["task_attempts"] = attempt
             spent = result["spent_usd"] = spent + result.get("spent_usd", 0.0)
             if result["state"] != "error" or not result.get("transient") or attempt == attempts:

@@ -168,3 +168,6 @@ def test_ephemeral_prompt_and_prefill_are_sent_but_never_saved(tmp_path: Path, m
     for path in out.glob("*.json*"):
         text = path.read_text()
         assert "EPHEMERAL-PART" not in text and "PREFILL-" not in text, path
+    for path in out.glob("ledger.db*"):  # the ledger keeps their digest (the identity), never their text
+        data = path.read_bytes()
+        assert b"EPHEMERAL-PART" not in data and b"PREFILL-" not in data, path

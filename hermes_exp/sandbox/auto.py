@@ -63,3 +63,9 @@ class AutoSandboxFactory:
     def shutdown(self) -> None:
         if self._chosen is not None:
             self._chosen.shutdown()
+
+
+def runs_on_host(factory: Any) -> bool:
+    """Whether this run's tool commands are plain host processes (sandbox=local, or auto's fallback)."""
+    return isinstance(factory, LocalSandboxFactory) or (isinstance(factory, AutoSandboxFactory)
+                                                        and factory.kind == "local")

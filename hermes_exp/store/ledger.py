@@ -51,7 +51,7 @@ class Ledger:
     def claim_identity(self, identity: str, identity_config: dict[str, Any]) -> None:
         """Bind this run directory to one experiment, or refuse a different one."""
         existing = self.meta("identity")
-        if existing is None:
+        if existing in (None, identity):  # (re)written: a ledger from before kept never-saved prompts here
             self.set_meta({"identity": identity, "identity_config": json.dumps(identity_config, sort_keys=True)})
             return
         if existing != identity:
