@@ -103,8 +103,23 @@ def _parse(body: dict[str, Any]) -> tuple[list[dict[str, Any]], str, list[str]]:
     return messages, prompt, tools
 
 
-def completion(body: dict[str, Any], seed: int, bad_tool_rate: float, no_reasoning_rate: float) -> dict[str, Any]:
+# A summariser request (the marker of hermes_exp/compress/summarise.py) gets a summary of the turns it lists.
+SUMMARY_MARK = "TURNS TO SUMMARIZE:"
+
+
+def _summary(prompt: str, chars: int) -> str:
+    """The first `chars` characters of every listed turn, flattened: shorter than the turns when they
+    are long, longer than they are (what the compressor must reject) when `chars` is large."""
+    listed = prompt.split(SUMMARY_MARK, 1)[1]
+    turns = [" ".join(t.split()) for t in listed.split("\n\n[Turn ") if t.strip()]
+    return "[CONTEXT SUMMARY]: " + " | ".join(t[:chars] for t in turns)
+
+
+def completion(body: dict[str, Any], seed: int, bad_tool_rate: float, no_reasoning_rate: float,
+               summary_chars: int = 60) -> dict[str, Any]:
     messages, prompt, tools = _parse(body)
+    if not tools and SUMMARY_MARK in prompt:
+        return _answer(body, seed, {"role": "assistant", "content": _summary(prompt, summary_chars)}, "stop", "")
     step = sum(1 for m in messages if m.get("role") == "assistant")
     bad = draw(seed, prompt, "bad").random() < bad_tool_rate
     action = _next_action(prompt, tools, step, bad)
@@ -128,6 +143,12 @@ def completion(body: dict[str, Any], seed: int, bad_tool_rate: float, no_reasoni
         reasoning = ""
     else:
         message["reasoning"] = message["reasoning_content"] = reasoning
+    return _answer(body, seed, message, finish, reasoning, out_text)
+
+
+def _answer(body: dict[str, Any], seed: int, message: dict[str, Any], finish: str, reasoning: str,
+            out_text: str | None = None) -> dict[str, Any]:
+    out_text = message.get("content") or "" if out_text is None else out_text
     prompt_tokens, reasoning_tokens = len(canon(body.get("messages"))) // 4, len(reasoning) // 4
     completion_tokens = len(out_text) // 4 + 1 + reasoning_tokens
     return {

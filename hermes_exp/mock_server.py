@@ -125,7 +125,8 @@ class MockServer:
     def __init__(self, host: str = "127.0.0.1", port: int = 0, latency_ms: float = 0.0, fail_rate: float = 0.0,
                  bad_tool_rate: float = 0.0, no_reasoning_rate: float = 0.0, seed: int = 0,
                  record_path: str | None = None, faults: dict[str, Any] | None = None,
-                 usage_cost: dict[str, float] | None = None, provider_name: str | None = None) -> None:
+                 usage_cost: dict[str, float] | None = None, provider_name: str | None = None,
+                 summary_chars: int = 60) -> None:
         """`faults`: see mock_faults.Faults. `usage_cost`: USD per 1M prompt/completion tokens, reported as
         `usage.cost`; `provider_name`: reported as the upstream `provider` (both as OpenRouter does)."""
         for name, rate in (("fail_rate", fail_rate), ("bad_tool_rate", bad_tool_rate),
@@ -139,6 +140,7 @@ class MockServer:
         self.request_count = 0
         self.faults = Faults(**(faults or {}))
         self.usage_cost, self.provider_name = usage_cost, provider_name
+        self.summary_chars = summary_chars  # characters of each turn a summary keeps (mock_model._summary)
         self.in_flight = self.max_in_flight_seen = 0
         self._attempts: dict[str, int] = {}  # body hash -> times seen, so failures clear on retry
         self._lock = threading.Lock()
@@ -207,7 +209,7 @@ class MockServer:
             return body, failure
         if fault == "timeout":
             time.sleep(self.faults.hang_seconds)
-        completion = _completion(body, self.seed, self.bad_tool_rate, self.no_reasoning_rate)
+        completion = _completion(body, self.seed, self.bad_tool_rate, self.no_reasoning_rate, self.summary_chars)
         if fault == "error_finish":
             completion = finish_with_error(completion)
         return body, (200, add_accounting(completion, self.usage_cost, self.provider_name), {})

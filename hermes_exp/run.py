@@ -16,7 +16,7 @@ from typing import Any
 
 from hydra.utils import instantiate
 
-from hermes_exp import worker
+from hermes_exp import compress, worker
 from hermes_exp.agent.probe import probe
 from hermes_exp.dataset import Task, open_dataset, scan, stream_tasks
 from hermes_exp.inputs import Source
@@ -96,10 +96,11 @@ def run(settings: dict[str, Any]) -> int:
     """Run one experiment (or, with action=export, only re-filter and re-export); return the exit code."""
     check(settings)
     chosen_formats(settings)  # a typo in outputs.formats must not surface after hours of work
+    compress.check(settings)
     wanted = intent(settings)
     run_dir = Path(settings["run_dir"]).resolve()
     identity = identity_hash(settings)
-    if settings.get("action", "run") == "export":
+    if settings.get("action", "run") in ("export", "compress"):
         return reexport(settings, run_dir, identity)
     dataset = open_dataset(settings["dataset"])
     found = scan(dataset, identity, bool(settings["dataset"].get("skip_invalid")), settings.get("max_samples"))
@@ -112,6 +113,8 @@ def run(settings: dict[str, Any]) -> int:
             guard = RunGuard(settings, ledger.spent_usd())
             code = _dispatch(settings, ledger, dataset, todo, found.images, len(found.indexed), guard)
             stats = export(ledger, run_dir, settings)
+            if compress.wanted(settings) and code == EXIT_OK:
+                compress.compress(ledger, run_dir, settings)
         finally:
             ledger.close()
     _summary(run_dir, stats, len(todo), interrupted=code == EXIT_INTERRUPTED)
@@ -227,7 +230,8 @@ def _stop_workers(run_id: str, grace: float) -> None:
 
 def reexport(settings: dict[str, Any], run_dir: Path, identity: str) -> int:
     """action=export: re-apply the current filters to every finished task and rewrite the outputs,
-    without a single model call."""
+    without a single model call. action=compress (or outputs.compress=true) also compresses the kept
+    rows: only the summaries the ledger does not hold yet are asked for."""
     if not (run_dir / "ledger.db").is_file():
         raise LedgerError(f"no ledger in {run_dir}", "check run_name=...; action=export works on an existing run")
     filters = filters_mod.build(settings.get("filters"))
@@ -243,10 +247,14 @@ def reexport(settings: dict[str, Any], run_dir: Path, identity: str) -> int:
                     ledger.set_state(row["key"], state, reason)
                     changed += 1
             stats = export(ledger, run_dir, settings)
+            squeezed = compress.compress(ledger, run_dir, settings) if compress.wanted(settings) else None
         finally:
             ledger.close()
     print(f"re-applied filters: {changed} task(s) changed state", file=sys.stderr)
     _summary(run_dir, stats, 0, interrupted=False)
+    if squeezed is not None:
+        print(compress.describe(squeezed, run_dir), file=sys.stderr)
+        return EXIT_TASK_ERRORS if squeezed["summary_failed"] else EXIT_OK
     return EXIT_OK
 
 

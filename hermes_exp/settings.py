@@ -22,7 +22,8 @@ IDENTITY_KEYS = ["model", "provider", "distribution", "sandbox", "max_turns", "s
                  "ephemeral_system_prompt", "prefill_messages", "seed", "tools"]
 NOT_IDENTITY = {
     "model": ["api_key_env", "base_url", "timeout", "retry", "rate_limit", "pricing", "mock_server.latency_ms",
-              "mock_server.fail_rate", "mock_server.faults", "mock_server.usage_cost", "mock_server.provider_name"],
+              "mock_server.fail_rate", "mock_server.faults", "mock_server.usage_cost", "mock_server.provider_name",
+              "mock_server.summary_chars"],
     "provider": ["api_key_env", "base_url", "headers"],
     "sandbox": ["_target_", "root", "keep", "max_sandboxes", "pull_timeout", "output_limit"],
     "distribution": ["description"],

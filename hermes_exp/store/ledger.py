@@ -130,8 +130,11 @@ class Ledger:
             self.db.execute("UPDATE tasks SET spent_usd = COALESCE(spent_usd, 0) + ? WHERE key = ?", [usd, key])
 
     def spent_usd(self) -> float:
-        """What this run has spent, over every invocation and every attempt (the budget's starting point)."""
-        return float(self.db.execute("SELECT COALESCE(SUM(spent_usd), 0) FROM tasks").fetchone()[0])
+        """What this run has spent, over every invocation and every attempt, summaries of action=compress
+        included (the budget's starting point)."""
+        tasks = self.db.execute("SELECT COALESCE(SUM(spent_usd), 0) FROM tasks").fetchone()[0]
+        summaries = self.db.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM compressions").fetchone()[0]
+        return float(tasks) + float(summaries)
 
     def set_state(self, key: str, state: str, reason: str | None) -> None:
         with self.lock, self.db.conn:

@@ -55,6 +55,16 @@ def m004_tool_lists(db: sqlite_utils.Database) -> None:
     db["tasks"].add_column("tools_hash", str)
 
 
+@migration
+def m005_compressions(db: sqlite_utils.Database) -> None:
+    """One row per (trajectory content, compression settings): what compressing it gave, and what the
+    summariser calls cost, so `action=compress` never recomputes (or pays for) the same result."""
+    db["compressions"].create(
+        {"digest": str, "key": str, "status": str, "conversations": str, "tokens_before": int, "tokens_after": int,
+         "turns_summarised": int, "summary_tokens": int, "error": str, "api_calls": int, "prompt_tokens": int,
+         "completion_tokens": int, "cost_usd": float, "created_at": float}, pk="digest")
+
+
 def apply(db: sqlite_utils.Database) -> list[str]:
     """Apply pending migrations, each in its own transaction; return the names applied."""
     if "_migrations" not in db.table_names():
