@@ -18,7 +18,7 @@ from hydra.utils import instantiate
 
 from hermes_exp import compress, worker
 from hermes_exp.agent.probe import probe
-from hermes_exp.dataset import Task, open_dataset, scan, stream_tasks
+from hermes_exp.dataset import Task, open_dataset, stream_tasks
 from hermes_exp.inputs import Source
 from hermes_exp.errors import LedgerError
 from hermes_exp.guard import RunGuard
@@ -27,6 +27,7 @@ from hermes_exp.progress import Progress
 from hermes_exp.redact import Redactor, secret_names
 from hermes_exp.runlock import RunLock
 from hermes_exp.sandbox.auto import runs_on_host
+from hermes_exp.selection import from_settings, scan_selected
 from hermes_exp.settings import check, identity_hash, stored_identity
 from hermes_exp.store import filters as filters_mod
 from hermes_exp.store.export import export
@@ -103,12 +104,14 @@ def run(settings: dict[str, Any]) -> int:
     if settings.get("action", "run") in ("export", "compress"):
         return reexport(settings, run_dir, identity)
     dataset = open_dataset(settings["dataset"])
-    found = scan(dataset, identity, bool(settings["dataset"].get("skip_invalid")), settings.get("max_samples"))
+    selection = from_settings(settings)
+    found = scan_selected(dataset, selection, identity, bool(settings["dataset"].get("skip_invalid")))
     with RunLock(run_dir):
         ledger = _open_ledger(run_dir, identity, settings)
         try:
             ledger.reindex(found.indexed)
             ledger.set_meta({"dataset_tasks": str(len(found.indexed))})
+            ledger.set_selection([entry[1] for entry in found.indexed] if selection.narrows else None)
             todo = pending(found.indexed, ledger.states(), wanted)
             guard = RunGuard(settings, ledger.spent_usd())
             code = _dispatch(settings, ledger, dataset, todo, found.images, len(found.indexed), guard)

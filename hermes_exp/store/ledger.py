@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import hashlib
 import json
 import sqlite3
 import threading
@@ -87,6 +88,21 @@ class Ledger:
                 "UPDATE tasks SET prompt_index = ?, updated_at = ? WHERE key = ? AND prompt_index IS NOT ?",
                 [(i, now, k, i) for i, k in indexed])
 
+    def set_selection(self, keys: list[str] | None) -> None:
+        """The tasks a narrowed selection covers (None: the whole dataset). Exports and statistics read
+        only those rows; the others stay in the ledger, so widening the selection again reruns nothing."""
+        digest = hashlib.blake2b("\n".join(sorted(keys)).encode(), digest_size=12).hexdigest() if keys is not None else ""
+        if (self.meta("selection") or "") == digest:
+            return
+        with self.lock, self.db.conn:
+            self.db.execute("DELETE FROM selection")
+            self.db.conn.executemany("INSERT OR IGNORE INTO selection (key) VALUES (?)", [(k,) for k in keys or ()])
+            self.db["meta"].upsert({"key": "selection", "value": digest}, pk="key")
+
+    def _selected(self) -> str:
+        """A WHERE clause part limiting `tasks` to the selection, when one is on."""
+        return "tasks.key IN (SELECT key FROM selection)" if self.meta("selection") else ""
+
     # -- recording --------------------------------------------------------------------------
     def start_invocation(self) -> int:
         with self.lock, self.db.conn:
@@ -145,7 +161,9 @@ class Ledger:
     def rows(self, states: tuple[str, ...] | None = None, order: str = "prompt_index, key") -> Iterator[dict[str, Any]]:
         """Rows (dataset order by default), streamed, with `tools` (the tool list sent, JSON text);
         result JSON is decoded by the caller."""
-        where = f"WHERE state IN ({','.join('?' * len(states))})" if states else ""
+        clauses = [f"state IN ({','.join('?' * len(states))})" if states else "", self._selected()]
+        where = " AND ".join(c for c in clauses if c)
+        where = f"WHERE {where}" if where else ""
         cursor = self.db.execute(f"SELECT tasks.*, tool_lists.tools AS tools FROM tasks LEFT JOIN tool_lists "
                                  f"ON tool_lists.hash = tasks.tools_hash {where} ORDER BY {order}",
                                  list(states or ()))
@@ -157,7 +175,7 @@ class Ledger:
         """Changes whenever anything the exports are made of changes (rows, spend, invocations)."""
         tasks = self.db.execute("SELECT COUNT(*), MAX(updated_at), TOTAL(spent_usd) FROM tasks").fetchone()
         runs = self.db.execute("SELECT MAX(id), MAX(finished_at) FROM invocations").fetchone()
-        return json.dumps([*tasks, *runs])
+        return json.dumps([*tasks, *runs, self.meta("selection")])
 
     def invocations(self) -> list[dict[str, Any]]:
         return list(self.db["invocations"].rows)

@@ -65,6 +65,13 @@ def m005_compressions(db: sqlite_utils.Database) -> None:
          "completion_tokens": int, "cost_usd": float, "created_at": float}, pk="digest")
 
 
+@migration
+def m006_selection(db: sqlite_utils.Database) -> None:
+    """The keys the last invocation's dataset selection (slice, where, ids) covers: statistics and
+    exports follow it while meta `selection` is on; the tasks table keeps every task ever run."""
+    db["selection"].create({"key": str}, pk="key")
+
+
 def apply(db: sqlite_utils.Database) -> list[str]:
     """Apply pending migrations, each in its own transaction; return the names applied."""
     if "_migrations" not in db.table_names():
