@@ -68,8 +68,10 @@ def _job(cfg: DictConfig) -> None:
 def _report_status(code: int) -> None:
     path = os.environ.get(STATUS_ENV)
     if path:
+        from hermes_exp.sweep import status_line
+
         with open(path, "a", encoding="utf-8") as fh:  # one short append: atomic across processes
-            fh.write(f"{code}\n")
+            fh.write(status_line(code))
 
 
 def main() -> None:
@@ -84,10 +86,12 @@ def main() -> None:
     os.environ[STATUS_ENV] = status_file
     try:
         hydra.main(version_base=None, config_path=str(config_dir()), config_name="config")(_job)()
-        codes = [int(line) for line in Path(status_file).read_text().split()]
+        from hermes_exp.sweep import finish
+
+        code = finish(Path(status_file).read_text())
     finally:
         os.unlink(status_file)
-    sys.exit(max(codes, default=0))
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,171 @@
+"""The sweep summary: one row per job of a folder of runs (the overrides that tell the jobs apart,
+task counts, kept %, pass rate and pass@k with intervals when a verifier ran, tool success, turns,
+model calls, tokens, cost, wall time), as a terminal table, summary.json and summary.csv."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from hermes_exp.store.atomic import atomic_writer
+
+Z95 = 1.959963984540054
+COLUMNS = ["job", "overrides", "model", "tasks", "done", "filtered", "failed", "pending", "kept_pct",
+           "pass_rate", "pass_rate_ci95", "mean_reward", "mean_reward_ci95", "pass_at_k", "tool_success_pct",
+           "mean_turns", "mean_model_calls", "tokens", "cost_usd", "wall_seconds"]
+
+
+def find_jobs(folder: Path) -> list[Path]:
+    """Run directories in `folder` (itself if it is one), each with its statistics.json."""
+    if (folder / "statistics.json").is_file():
+        return [folder]
+    return sorted(p.parent for p in folder.glob("*/statistics.json") if (p.parent / "ledger.db").is_file())
+
+
+def wilson(passed: int, n: int) -> list[float] | None:
+    """The Wilson score interval of a pass rate (sound at 0% and 100%, unlike the normal one)."""
+    if n == 0:
+        return None
+    p, z2 = passed / n, Z95 * Z95
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return [round(max(0.0, centre - half), 6), round(min(1.0, centre + half), 6)]
+
+
+def _overrides(run_dir: Path) -> dict[str, str]:
+    path = run_dir / ".hydra" / "overrides.yaml"
+    if not path.is_file():
+        return {}
+    from omegaconf import OmegaConf
+
+    items = OmegaConf.to_container(OmegaConf.load(path)) or []
+    return dict(str(item).lstrip("+~").split("=", 1) for item in items if "=" in str(item))
+
+
+def _turns(run_dir: Path) -> float | None:
+    """Mean assistant turns per finished trajectory of the run's current selection (from its ledger)."""
+    conn = sqlite3.connect(f"{(run_dir / 'ledger.db').resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        selected = conn.execute("SELECT value FROM meta WHERE key = 'selection'").fetchone()
+        where = "state IN ('done', 'filtered')" + (" AND key IN (SELECT key FROM selection)"
+                                                    if selected and selected[0] else "")
+        row = conn.execute("SELECT AVG((SELECT COUNT(*) FROM json_each(result, '$.messages') m "
+                           "WHERE json_extract(m.value, '$.role') = 'assistant')) FROM tasks "
+                           f"WHERE {where}").fetchone()
+    finally:
+        conn.close()
+    return None if row[0] is None else round(row[0], 3)
+
+
+def job_row(run_dir: Path) -> dict[str, Any]:
+    stats = json.loads((run_dir / "statistics.json").read_text(encoding="utf-8"))
+    finished = stats["kept"] + stats["filtered"]
+    tools = [t for t in (stats.get("tool_statistics") or {}).values() if t.get("count")]
+    calls, ok = sum(t["count"] for t in tools), sum(t["success"] for t in tools)
+    verified = stats.get("verification") or {}
+    scored, passed = verified.get("scored") or 0, verified.get("passed") or 0
+    tokens = stats.get("tokens") or {}
+    return {
+        "job": run_dir.name, "path": str(run_dir), "overrides": _overrides(run_dir), "model": stats.get("model"),
+        "tasks": stats["total_prompts"], "done": stats["kept"], "filtered": stats["filtered"],
+        "failed": stats["failed"], "pending": stats["pending"],
+        "kept_pct": round(100 * stats["kept"] / stats["total_prompts"], 2) if stats["total_prompts"] else None,
+        "pass_rate": verified.get("pass_rate"), "pass_rate_ci95": wilson(passed, scored) if scored else None,
+        "mean_reward": verified.get("mean_reward"), "mean_reward_ci95": verified.get("mean_reward_ci95"),
+        "pass_at_k": verified.get("pass_at_k") or None,
+        "tool_success_pct": round(100 * ok / calls, 2) if calls else None,
+        "mean_turns": _turns(run_dir),
+        "mean_model_calls": round(stats["api_calls"] / (finished + stats["failed"]), 3)
+        if finished + stats["failed"] else None,
+        "tokens": (tokens.get("prompt_tokens") or 0) + (tokens.get("completion_tokens") or 0),
+        "cost_usd": stats.get("spent_usd", stats.get("cost_usd")), "wall_seconds": stats.get("duration_seconds"),
+    }
+
+
+def summarize(jobs: list[Path]) -> list[dict[str, Any]]:
+    """One row per job, sorted by pass rate (else kept %), best first; `overrides` keeps only the keys
+    whose values differ between the jobs."""
+    rows = [job_row(j) for j in jobs]
+    keys = sorted({k for r in rows for k in r["overrides"]})
+    differ = [k for k in keys if len({r["overrides"].get(k) for r in rows}) > 1] if len(rows) > 1 else keys
+    for row in rows:
+        row["overrides"] = {k: row["overrides"].get(k) for k in differ}
+    def rank(r: dict[str, Any]) -> tuple:  # noqa: E306
+        return (r["pass_rate"] is None, -(r["pass_rate"] or 0), -(r["kept_pct"] or 0), r["job"])
+    return sorted(rows, key=rank)
+
+
+def _flat(rows: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
+    ks = sorted({k for r in rows for k in (r["pass_at_k"] or {})}, key=int)
+    names = ([c for c in COLUMNS if c not in ("pass_rate_ci95", "mean_reward_ci95", "pass_at_k")]
+             + ["pass_rate_lo", "pass_rate_hi", "mean_reward_lo", "mean_reward_hi"] + [f"pass@{k}" for k in ks])
+    flat = []
+    for r in rows:
+        item = {c: r[c] for c in names if c in r}
+        item["overrides"] = " ".join(f"{k}={v}" for k, v in r["overrides"].items())
+        item["pass_rate_lo"], item["pass_rate_hi"] = r["pass_rate_ci95"] or (None, None)
+        item["mean_reward_lo"], item["mean_reward_hi"] = r["mean_reward_ci95"] or (None, None)
+        item.update({f"pass@{k}": (r["pass_at_k"] or {}).get(k) for k in ks})
+        flat.append(item)
+    return names, flat
+
+
+def write(folder: Path, rows: list[dict[str, Any]]) -> tuple[Path, Path]:
+    """summary.json and summary.csv in `folder`, written atomically."""
+    with atomic_writer(folder / "summary.json") as out:
+        out.write(json.dumps({"folder": str(folder), "jobs": rows}, indent=2) + "\n")
+    names, flat = _flat(rows)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=names, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(flat)
+    with atomic_writer(folder / "summary.csv") as out:
+        out.write(buffer.getvalue())
+    return folder / "summary.json", folder / "summary.csv"
+
+
+def _cell(value: Any, pct: bool = False) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, list):
+        return f"[{_cell(value[0], pct)}, {_cell(value[1], pct)}]"
+    if isinstance(value, float):
+        return f"{100 * value:.1f}%" if pct else f"{value:g}"
+    return str(value)
+
+
+def table(rows: list[dict[str, Any]], title: str) -> str:
+    """The summary as a table for the terminal (rich, rendered to text)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    grid = Table(title=title, title_justify="left")
+    heads = ["job", "done", "filt", "fail", "pend", "kept", "pass (95% CI)", "pass@k", "tools ok", "turns",
+             "calls", "tokens", "cost $", "wall s"]
+    for head in heads:
+        grid.add_column(head, justify="left" if head == "job" else "right", overflow="fold")
+    for r in rows:
+        label = " ".join(f"{k}={v}" for k, v in r["overrides"].items()) or r["job"]
+        passed = "-" if r["pass_rate"] is None else f"{_cell(r['pass_rate'], True)} {_cell(r['pass_rate_ci95'], True)}"
+        pass_k = " ".join(f"@{k} {v:.2f}" for k, v in (r["pass_at_k"] or {}).items()) or "-"
+        grid.add_row(label, *(str(r[c]) for c in ("done", "filtered", "failed", "pending")),
+                     _cell(r["kept_pct"]) + ("%" if r["kept_pct"] is not None else ""), passed, pass_k,
+                     _cell(r["tool_success_pct"]) + ("%" if r["tool_success_pct"] is not None else ""),
+                     _cell(r["mean_turns"]), _cell(r["mean_model_calls"]), str(r["tokens"]),
+                     f"{r['cost_usd']:.4f}" if r["cost_usd"] is not None else "-", _cell(r["wall_seconds"]))
+    console = Console(file=io.StringIO(), width=160, color_system=None)
+    console.print(grid)
+    return console.file.getvalue()
+
+
+def summary(folder: Path, jobs: list[Path] | None = None) -> str:
+    """Summarise `jobs` (default: every run in `folder`), write the files, return the table."""
+    rows = summarize(jobs if jobs is not None else find_jobs(folder))
+    json_path, csv_path = write(folder, rows)
+    return table(rows, f"{folder} ({len(rows)} job{'s' if len(rows) != 1 else ''})") + \
+        f"  summary: {json_path}\n           {csv_path}\n"

@@ -1,0 +1,53 @@
+"""What the `hermes-exp` command does once every job has ended: each job (in whatever process a
+launcher ran it) appends one status line, and the command then knows its exit code (the worst job's)
+and, after a `-m` sweep, writes the sweep summary into the sweep directory."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+def status_line(code: int) -> str:
+    """`code<TAB>sweep dir<TAB>run dir` (the dirs are empty outside a Hydra job, the sweep dir for a
+    single run)."""
+    sweep_dir = run_dir = ""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        hydra_cfg = HydraConfig.get()
+        run_dir = str(Path(hydra_cfg.runtime.output_dir).resolve())
+        if hydra_cfg.mode == RunMode.MULTIRUN:
+            sweep_dir = str(Path(hydra_cfg.sweep.dir).resolve())
+    except ValueError:  # not inside a Hydra job
+        pass
+    return f"{code}\t{sweep_dir}\t{run_dir}\n"
+
+
+def finish(status_text: str) -> int:
+    """The command's exit code; prints (and writes) the summary of every sweep that ran."""
+    codes: list[int] = []
+    sweeps: dict[str, list[Path]] = {}
+    for line in status_text.splitlines():
+        if not line.strip():
+            continue
+        code, sweep_dir, run_dir = (line.split("\t") + ["", ""])[:3]
+        codes.append(int(code))
+        if sweep_dir and run_dir and (Path(run_dir) / "statistics.json").is_file():
+            sweeps.setdefault(sweep_dir, []).append(Path(run_dir))
+    for sweep_dir, jobs in sweeps.items():
+        _summarise(Path(sweep_dir), sorted(set(jobs)))
+    return max(codes, default=0)
+
+
+def _summarise(sweep_dir: Path, jobs: list[Path]) -> None:
+    from hermes_exp.report.summary import summary
+
+    try:
+        print("\n" + summary(sweep_dir, jobs), file=sys.stderr)
+    except (OSError, ValueError, KeyError) as exc:  # a summary must never change what the jobs did
+        log.warning("could not write the sweep summary of %s: %s", sweep_dir, exc)

@@ -1,0 +1,59 @@
+"""The sweep summary: a real two-job -m sweep through the CLI writes summary.json / summary.csv with a
+row per job and the counts of each job's own statistics; hermes-exp-report --summary does it on demand."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import run_cli, write_dataset
+
+from hermes_exp.report.summary import wilson
+
+
+def test_wilson_interval_is_sound_at_the_edges() -> None:
+    assert wilson(0, 0) is None
+    lo, hi = wilson(10, 10)
+    assert hi == 1.0 and 0.65 < lo < 0.75  # 10/10 is not proof of 100%
+    lo, hi = wilson(0, 10)
+    assert lo == 0.0 and 0.25 < hi < 0.35
+    lo, hi = wilson(50, 100)
+    assert lo < 0.5 < hi and abs((0.5 - lo) - (hi - 0.5)) < 1e-9
+
+
+@pytest.mark.slow
+def test_a_two_model_sweep_writes_its_summary(tmp_path: Path, mock_server) -> None:
+    rows = [{"prompt": f"Summary task {i}"} for i in range(6)] + ['{"prompt": 3}']
+    data = write_dataset(tmp_path / "p.jsonl", rows)
+    result = run_cli(tmp_path, "-m", "model.name=mock-a,mock-b", f"dataset.path={data}", "run_name=sum",
+                     "dataset.skip_invalid=true", "dataset.slice=0:5", f"model.base_url={mock_server.base_url}")
+    assert result.returncode == 0, result.stderr
+    sweep = tmp_path / "outputs" / "sum"
+    summary = json.loads((sweep / "summary.json").read_text())
+    jobs = {j["job"]: j for j in summary["jobs"]}
+    assert set(jobs) == {"model.name=mock-a", "model.name=mock-b"}
+    for name, job in jobs.items():
+        stats = json.loads((sweep / name / "statistics.json").read_text())
+        assert (job["done"], job["filtered"], job["failed"], job["pending"]) == \
+               (stats["kept"], stats["filtered"], stats["failed"], stats["pending"]) == (5, 0, 0, 0)
+        assert job["tasks"] == 5 and job["kept_pct"] == 100.0 and job["model"] == name.split("=")[1]
+        assert job["overrides"] == {"model.name": name.split("=")[1]}  # only what tells the jobs apart
+        assert job["pass_rate"] is None and job["pass_at_k"] is None  # no verifier ran
+        assert job["mean_model_calls"] == stats["api_calls"] / 5 and job["mean_turns"] >= 1
+        assert job["tokens"] > 0 and job["wall_seconds"] > 0
+    table = csv.DictReader((sweep / "summary.csv").open())
+    assert sorted(r["overrides"] for r in table) == ["model.name=mock-a", "model.name=mock-b"]
+    assert "model.name=mock-a" in result.stderr and "summary.csv" in result.stderr  # the terminal table
+
+    (sweep / "summary.json").unlink()
+    again = subprocess.run([sys.executable, "-m", "hermes_exp.report", "--summary", str(sweep)],
+                           capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert json.loads((sweep / "summary.json").read_text())["jobs"] == summary["jobs"]
+    empty = subprocess.run([sys.executable, "-m", "hermes_exp.report", "--summary", str(tmp_path / "nothing")],
+                           capture_output=True, text=True, timeout=120)
+    assert empty.returncode == 2 and "no finished runs" in empty.stderr
