@@ -151,6 +151,20 @@ def test_url_policy(chromium: Chromium, app: WebApp) -> None:
         allowed_only.close()
 
 
+def test_private_addresses_blocked_unless_trusted(chromium: Chromium, app: WebApp) -> None:
+    blocked = BrowserSession(chromium, UrlPolicy(block_private=True))
+    trusting = BrowserSession(chromium, UrlPolicy(block_private=True, trusted=[app.url]))
+    try:
+        with pytest.raises(ToolError, match="private/local address"):
+            blocked.call("browser_navigate", {"url": app.url.replace("127.0.0.1", "localhost") + "/"})
+        assert trusting.call("browser_navigate", {"url": app.url + "/"})["title"] == "Sign up"
+        with pytest.raises(ToolError, match="private/local address"):  # trusted means that server only
+            trusting.call("browser_navigate", {"url": "http://127.0.0.3:8081/"})
+    finally:
+        blocked.close()
+        trusting.close()
+
+
 def test_bad_calls_are_tool_errors(session: BrowserSession, app: WebApp) -> None:
     with pytest.raises(ToolError, match="browser_navigate first"):
         session.call("browser_click", {"ref": "@e1"})

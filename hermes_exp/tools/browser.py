@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 from typing import Any
 from urllib.parse import urljoin
@@ -67,7 +68,7 @@ class BrowserSession:
     async def _route(self, route: Any) -> None:
         """Every request of the task's pages: refused URLs are aborted; redirects are fetched here
         without following, so each hop is checked before the browser is sent there."""
-        if self._policy.refusal(route.request.url):
+        if await self._policy.refusal_resolved(route.request.url):
             await route.abort("blockedbyclient")
             return
         if not route.request.is_navigation_request():
@@ -79,7 +80,8 @@ class BrowserSession:
             await route.continue_()
             return
         location = response.headers.get("location")
-        if 300 <= response.status < 400 and location and self._policy.refusal(urljoin(route.request.url, location)):
+        if 300 <= response.status < 400 and location and \
+                await self._policy.refusal_resolved(urljoin(route.request.url, location)):
             await route.abort("blockedbyclient")
         else:
             await route.fulfill(response=response)
@@ -115,7 +117,7 @@ class BrowserSession:
         url = args.get("url")
         if not isinstance(url, str) or not url.strip():
             raise ToolError("'url' must be a non-empty string")
-        self._policy.check(url.strip())
+        await self._policy.check(url.strip())
         if self._context is None or not self._context.browser.is_connected():  # first call, or a crash
             self._context, self._page = await self._chromium.open_context(), None
         if self._page is None or self._page.is_closed():
@@ -225,3 +227,39 @@ class BrowserSession:
             self._chromium.loop.run(context.close(), 30)
         except Exception:  # noqa: BLE001 - a crashed browser took the context with it
             pass
+
+
+class BrowserTool:
+    """One browser tool (the Tool protocol of tools/base.py), as conf/toolset/browser.yaml names it. The
+    Chromium is the worker process's (`ctx.resources`), the session the task's (`ctx.task`), so it
+    closes with the task. With block_private the mock server's site (`ctx.services`) stays reachable."""
+
+    def __init__(self, name: str, executable_path: str = "/usr/bin/chromium", headless: bool = True,
+                 args: list[str] | None = None, allowed_urls: list[str] | None = None,
+                 denied_urls: list[str] | None = None, block_private: bool = True, action_timeout: float = 10,
+                 navigation_timeout: float = 30, launch_timeout: float = 60, max_snapshot_chars: int = 15000) -> None:
+        if name not in SCHEMAS:
+            raise ValueError(f"unknown browser tool {name!r}; known: {', '.join(SCHEMAS)}")
+        self.schema = SCHEMAS[name]
+        self._launch = {"executable_path": executable_path, "headless": headless, "args": args,
+                        "launch_timeout": launch_timeout}
+        self._policy = {"allowed": allowed_urls, "denied": denied_urls, "block_private": block_private}
+        self._session = {"action_timeout": float(action_timeout), "navigation_timeout": float(navigation_timeout),
+                         "max_snapshot_chars": int(max_snapshot_chars)}
+
+    def missing(self, mock: bool) -> str | None:
+        try:
+            import playwright  # noqa: F401
+        except ImportError:
+            return "needs the `playwright` package: pip install 'hermes-exp[browser]'"
+        path = self._launch["executable_path"]
+        if not os.access(path, os.X_OK):
+            return f"no Chromium at {path}: apt-get install chromium, or set toolsets.browser.tools.*.executable_path"
+        return None
+
+    def __call__(self, ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
+        chromium = ctx.resources.get("browser", lambda: Chromium(**self._launch), Chromium.stop)
+        policy = UrlPolicy(**self._policy, trusted=[ctx.services] if getattr(ctx, "services", None) else [])
+        session = ctx.task.get("browser", lambda: BrowserSession(chromium, policy, **self._session),
+                               BrowserSession.close)
+        return session.call(self.schema["name"], args)

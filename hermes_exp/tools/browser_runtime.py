@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import ipaddress
 import logging
+import socket
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -27,14 +29,19 @@ def _playwright() -> Any:
 
 class UrlPolicy:
     """Glob patterns on the whole URL (`*` matches anything, `/` included). A URL must match one
-    allowed pattern (when any are given) and no denied one; only http(s) pages are ever opened."""
+    allowed pattern (when any are given) and no denied one; only http(s) pages are ever opened. With
+    `block_private`, hosts on loopback, private or link-local addresses are refused (the browser runs on
+    the runner's host, so it could reach the runner's own networks), except URLs under `trusted`."""
 
-    def __init__(self, allowed: list[str] | None = None, denied: list[str] | None = None) -> None:
+    def __init__(self, allowed: list[str] | None = None, denied: list[str] | None = None,
+                 block_private: bool = False, trusted: list[str] | None = None) -> None:
         self.allowed = [str(p) for p in allowed or []]
         self.denied = [str(p) for p in denied or []]
+        self.block_private = bool(block_private)
+        self.trusted = [str(t) for t in trusted or [] if t]
 
     def refusal(self, url: str) -> str | None:
-        """Why `url` may not be loaded, or None."""
+        """Why `url` may not be loaded (by its text alone), or None."""
         scheme = urlsplit(url).scheme.lower()
         if scheme in ("data", "blob", "about"):
             return None  # in-page resources, not network requests
@@ -47,8 +54,27 @@ class UrlPolicy:
             return f"{url} is not among the URLs the browser may open ({', '.join(self.allowed)})"
         return None
 
-    def check(self, url: str) -> None:
+    async def refusal_resolved(self, url: str) -> str | None:
+        """refusal(), then (with block_private) the addresses the host resolves to."""
         reason = self.refusal(url)
+        if reason or not self.block_private or any(url.startswith(t) for t in self.trusted):
+            return reason
+        host = urlsplit(url).hostname or ""
+        if urlsplit(url).scheme.lower() not in ("http", "https"):
+            return None
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
+        except OSError:
+            return None  # the browser reports the name error itself
+        for info in infos:
+            address = ipaddress.ip_address(info[4][0])
+            if address.is_private or address.is_loopback or address.is_link_local or address.is_reserved:
+                return (f"{url} resolves to {address}, a private/local address the browser may not open "
+                        "(toolsets.browser.block_private)")
+        return None
+
+    async def check(self, url: str) -> None:
+        reason = await self.refusal_resolved(url)
         if reason:
             raise ToolError(reason)
 

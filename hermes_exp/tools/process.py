@@ -110,3 +110,15 @@ def _wait(proc: Background, timeout: float) -> bool:
         time.sleep(min(step, max(deadline - time.monotonic(), 0.0)))
         step = min(step * 2, 0.5)
     return False
+
+
+class Process:
+    """`process` (the Tool protocol of tools/base.py): the background processes of the task's sandbox."""
+
+    schema = PROCESS
+
+    def missing(self, mock: bool) -> str | None:
+        return None
+
+    def __call__(self, ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
+        return process(ctx.sandbox, args, ctx.limits)

@@ -1,0 +1,54 @@
+"""The mock model's turns for tools whose arguments come from an earlier result: a background process
+(started, then waited for by its session_id) and the browser (a page opened, then its form filled in and
+submitted by the element references of its snapshot). Placeholders like "{{session_id}}" or
+"{{ref:textbox}}" are filled from the previous turn's tool results, as a real model would read them."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+Call = tuple[str, dict[str, Any]]
+_PLACEHOLDER = re.compile(r"^\{\{(session_id|ref:[a-z]+)\}\}$")
+
+
+def steps(tools: list[str], site: str | None) -> list[list[Call]]:
+    """Turns (each a list of parallel calls) for the offered tools; a browser needs the `site` to visit."""
+    first: list[Call] = []
+    second: list[Call] = []
+    if "process" in tools and "terminal" in tools:
+        first.append(("terminal", {"command": "echo background job started; sleep 0.2; echo background job done",
+                                   "background": True}))
+        second.append(("process", {"action": "wait", "session_id": "{{session_id}}", "timeout": 10}))
+    if site and {"browser_navigate", "browser_type", "browser_click"} <= set(tools):
+        first.append(("browser_navigate", {"url": site}))
+        second += [("browser_type", {"ref": "{{ref:textbox}}", "text": "Hermes"}),
+                   ("browser_click", {"ref": "{{ref:button}}"})]
+    return [s for s in (first, second) if s]
+
+
+def fill(args: dict[str, Any], results: list[str]) -> dict[str, Any]:
+    """`args` with each placeholder replaced by what the earlier results say (left as is if absent)."""
+    filled = {}
+    for key, value in args.items():
+        match = _PLACEHOLDER.match(value) if isinstance(value, str) else None
+        filled[key] = (_lookup(match.group(1), results) or value) if match else value
+    return filled
+
+
+def _lookup(what: str, results: list[str]) -> str | None:
+    for text in reversed(results):
+        try:
+            data = json.loads(text)
+        except (json.JSONDecodeError, TypeError):
+            continue
+        if not isinstance(data, dict):
+            continue
+        if what == "session_id" and isinstance(data.get("session_id"), str):
+            return data["session_id"]
+        if what.startswith("ref:") and isinstance(data.get("snapshot"), str):
+            found = re.search(rf"- {what[4:]}\b[^\n]*\[ref=((?:f\d+)?e\d+)\]", data["snapshot"])
+            if found:
+                return "@" + found.group(1)
+    return None
