@@ -6,6 +6,7 @@ import logging
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import hydra
@@ -81,6 +82,7 @@ def main() -> None:
         print_listing(config_dir())
         return
     register_resolvers()
+    started = time.time()
     fd, status_file = tempfile.mkstemp(prefix="hermes-exp-status-")
     os.close(fd)
     os.environ[STATUS_ENV] = status_file
@@ -88,7 +90,7 @@ def main() -> None:
         hydra.main(version_base=None, config_path=str(config_dir()), config_name="config")(_job)()
         from hermes_exp.sweep import finish
 
-        code = finish(Path(status_file).read_text())
+        code = finish(Path(status_file).read_text(), since=started)
     finally:
         os.unlink(status_file)
     sys.exit(code)

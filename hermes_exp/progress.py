@@ -5,7 +5,9 @@ log line is printed above the bar instead of being torn by the next redraw."""
 
 from __future__ import annotations
 
+import bisect
 import logging
+import math
 import sys
 import time
 from collections import Counter, deque
@@ -40,8 +42,10 @@ class Progress:
     `update` is called once per finished task; `note` (optional) adds usage as it becomes known."""
 
     def __init__(self, total: int, already: int = 0, stream: TextIO | None = None, every: float = 10.0,
-                 label: str = "hermes-exp") -> None:
+                 label: str = "hermes-exp", spent_before: float = 0.0) -> None:
         self.label = label  # the run (or sweep job) the bar is about
+        self.spent_before = spent_before  # what earlier invocations spent: part of the projected total
+        self._task_costs: list[float] = []  # what each task of this invocation cost (sorted, for the p90)
         self.total = total
         self.already = already
         self.counts: Counter[str] = Counter()
@@ -90,6 +94,21 @@ class Progress:
         if recent_429s is not None:
             self._recent_override = recent_429s
 
+    def task_cost(self, usd: float) -> None:
+        """What one finished task cost (every attempt), for the projected total."""
+        bisect.insort(self._task_costs, float(usd or 0.0))
+
+    def projection(self) -> tuple[float, float] | None:
+        """(projected total cost, the same at each remaining task's p90 cost) of the run, from the
+        tasks finished so far; None before the first task or when nothing costs anything."""
+        costs = self._task_costs
+        if not costs or not costs[-1]:
+            return None
+        left = max(0, self.total - self.finished)
+        done = self.spent_before + sum(costs)
+        p90 = costs[min(len(costs) - 1, max(0, math.ceil(0.9 * len(costs)) - 1))]
+        return done + left * sum(costs) / len(costs), done + left * p90
+
     def close(self) -> None:
         """Stop redrawing (the last bar stays on screen) and give the log handlers back their streams."""
         if self._live is not None:
@@ -128,7 +147,8 @@ class Progress:
     def _pace(self) -> str:
         rate, eta = self.eta()
         if self.finished < self.total:
-            return f"{rate:.1f}/s  eta {_duration(eta)}"
+            finish = time.strftime("%H:%M", time.localtime(time.time() + eta)) if rate > 0 else "?"
+            return f"{rate:.1f}/s  eta {_duration(eta)} (~{finish})"
         return f"took {_duration(time.monotonic() - self.started)}"
 
     def _details(self) -> list[tuple[str, str]]:
@@ -139,6 +159,9 @@ class Progress:
             pieces.append((f"running {self.in_flight()}", "cyan"))
         if self.tokens or self.cost:
             pieces.append((f"{_human(self.tokens)} tokens" + (f"  ${self.cost:.4f}" if self.cost else ""), ""))
+        projected = self.projection()
+        if projected is not None:
+            pieces.append((f"projected ${projected[0]:.4f} (p90 ${projected[1]:.4f})", "bold"))
         if self.concurrency is not None:
             pieces.append((f"concurrency {self.concurrency}", ""))
         if self.concurrency is not None or self.rate_limited or self._recent_override is not None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from hydra.utils import instantiate
 
-from hermes_exp import compress, worker
+from hermes_exp import compress, pilot, worker
 from hermes_exp.agent.probe import probe
 from hermes_exp.dataset import Task, open_dataset, stream_tasks
 from hermes_exp.inputs import Source
@@ -105,6 +105,7 @@ def run(settings: dict[str, Any]) -> int:
         return reexport(settings, run_dir, identity)
     dataset = open_dataset(settings["dataset"])
     selection = from_settings(settings)
+    k = pilot.pilot_size(settings)
     found = scan_selected(dataset, selection, identity, bool(settings["dataset"].get("skip_invalid")))
     with RunLock(run_dir):
         ledger = _open_ledger(run_dir, identity, settings)
@@ -113,15 +114,22 @@ def run(settings: dict[str, Any]) -> int:
             ledger.set_meta({"dataset_tasks": str(len(found.indexed))})
             ledger.set_selection([entry[1] for entry in found.indexed] if selection.narrows else None)
             todo = pending(found.indexed, ledger.states(), wanted)
+            chosen = [entry[1] for entry in pilot.spread(found.indexed, k)] if k else []
+            todo = pilot.restrict(todo, set(chosen)) if k else todo
             guard = RunGuard(settings, ledger.spent_usd())
             code = _dispatch(settings, ledger, dataset, todo, found.images, len(found.indexed), guard)
             stats = export(ledger, run_dir, settings)
+            if k:
+                proj = pilot.projection(ledger, chosen, len(found.indexed), int(settings["num_workers"]))
             if compress.wanted(settings) and code == EXIT_OK:
                 compress.compress(ledger, run_dir, settings)
         finally:
             ledger.close()
     _summary(run_dir, stats, len(todo), interrupted=code == EXIT_INTERRUPTED)
     guard.check()  # budget reached or authentication failing: say so and exit non-zero
+    if k and code == EXIT_OK:
+        pilot.report(run_dir, proj)
+        return EXIT_OK  # a pilot only measures: its failed tasks are retried by the full run
     return code if code != EXIT_OK or not stats["failed"] else EXIT_TASK_ERRORS
 
 
@@ -156,7 +164,7 @@ def _dispatch(settings: dict[str, Any], ledger: Ledger, dataset: Source, todo: d
     filters = filters_mod.build(settings.get("filters"))
     executor = instantiate(settings["executor"])
     label = str(Path(settings["run_name"]) / _job_name(ledger.path.parent, settings["run_name"]))
-    progress = Progress(total=len(todo), already=total - len(todo), label=label)
+    progress = Progress(total=len(todo), already=total - len(todo), label=label, spent_before=guard.spent)
     redact = Redactor.from_env(settings)
     invocation = ledger.start_invocation()
     ran = calls = 0
@@ -173,6 +181,7 @@ def _dispatch(settings: dict[str, Any], ledger: Ledger, dataset: Source, todo: d
                 row = _redacted(ledger_row(result, filters), redact)
                 ledger.record(row, int(settings["batch_size"]))
                 ran, calls = ran + 1, calls + row["api_calls"]
+                progress.task_cost(row["spent_usd"])  # before update: a log line shows the projection
                 progress.update(row["state"])
                 progress.note(**guard.note(row, run_id))
         except KeyboardInterrupt:

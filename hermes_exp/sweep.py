@@ -28,8 +28,9 @@ def status_line(code: int) -> str:
     return f"{code}\t{sweep_dir}\t{run_dir}\n"
 
 
-def finish(status_text: str) -> int:
-    """The command's exit code; prints (and writes) the summary of every sweep that ran."""
+def finish(status_text: str, since: float = 0.0) -> int:
+    """The command's exit code; prints (and writes) the summary of every sweep that ran, and the
+    sweep's cost projection when its jobs ran as pilots (pilot=K) in this command (started at `since`)."""
     codes: list[int] = []
     sweeps: dict[str, list[Path]] = {}
     for line in status_text.splitlines():
@@ -41,6 +42,11 @@ def finish(status_text: str) -> int:
             sweeps.setdefault(sweep_dir, []).append(Path(run_dir))
     for sweep_dir, jobs in sweeps.items():
         _summarise(Path(sweep_dir), sorted(set(jobs)))
+        from hermes_exp.pilot import sweep_total
+
+        total = sweep_total(sorted(set(jobs)), since)
+        if total:
+            print(total, file=sys.stderr)
     return max(codes, default=0)
 
 

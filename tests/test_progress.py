@@ -84,3 +84,21 @@ def test_live_bar_on_a_terminal_keeps_log_lines_whole() -> None:
     for i in range(3):
         assert f"[hx-test-worker] worker {i} finished its sandbox cleanly\n" in text
     assert "3/3" in text and "done 3" in text and "hermes-exp" in text and "━" in text
+
+
+def test_projected_cost_from_the_tasks_finished_so_far() -> None:
+    out = io.StringIO()
+    progress = Progress(total=10, stream=out, every=3600, spent_before=1.0)
+    assert progress.projection() is None
+    for cost in (0.1, 0.5, 0.1):
+        progress.task_cost(cost)
+        progress.update("done")
+    mean, p90 = progress.projection()
+    assert abs(mean - (1.0 + 0.7 + 7 * 0.7 / 3)) < 1e-9 and abs(p90 - (1.0 + 0.7 + 7 * 0.5)) < 1e-9
+    assert f"projected ${mean:.4f} (p90 ${p90:.4f})" in progress.line()
+    assert "projected $" in out.getvalue().splitlines()[0]  # the first log line already shows it
+    assert re.search(r"eta \S+ \(~\d\d:\d\d\)", progress.line())
+    free = Progress(total=3, stream=io.StringIO())
+    free.task_cost(0.0)
+    free.update("done")
+    assert free.projection() is None and "projected" not in free.line()
