@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class HermesExpError(Exception):
     """An error the user can act on. `hint` says how to fix it; the CLI prints both and exits non-zero."""
@@ -43,14 +45,17 @@ class ToolError(Exception):
 
 class ProviderError(Exception):
     """A model call failed. `transient` says whether retrying may help; `error_class` goes to the ledger.
-    `stop_run` names a run-wide cause ("auth", "budget") that the parent may stop the whole run for."""
+    `stop_run` names a run-wide cause ("auth", "budget") that the parent may stop the whole run for.
+    `outcome` is the conversation so far (an agent.loop.Outcome), set by the turn loop: the calls already
+    made, and paid for, stay on record."""
 
     def __init__(self, message: str, *, transient: bool, error_class: str = "provider",
-                 stop_run: str | None = None) -> None:
+                 stop_run: str | None = None, outcome: Any = None) -> None:
         super().__init__(message)
         self.transient = transient
         self.error_class = error_class
         self.stop_run = stop_run
+        self.outcome = outcome
 
 
 class RunStopped(HermesExpError):

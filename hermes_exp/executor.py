@@ -30,11 +30,21 @@ class JoblibExecutor:
         """Whatever must exist while tasks run (a cluster client); nothing for local backends."""
         return nullcontext()
 
+    def processes(self, cluster: Any = None) -> int:
+        """How many worker processes share the run's work (each builds its own client and budget)."""
+        return 1 if self.backend == "threading" else self.n_jobs
+
     def map_unordered(self, fn: Callable[..., dict[str, Any]], settings: dict[str, Any],
                       tasks: Iterable[Any]) -> Iterator[dict[str, Any]]:
-        with self.cluster(), parallel_config(backend=self.backend):
+        """fn(settings, task) for every task, with settings["runtime"]["processes"] set by the executor."""
+        with self.cluster() as cluster, parallel_config(backend=self.backend):
+            settings = with_processes(settings, self.processes(cluster))
             parallel = Parallel(n_jobs=self.n_jobs, return_as="generator_unordered", pre_dispatch=self.pre_dispatch)
             yield from parallel(delayed(fn)(settings, task) for task in tasks)
+
+
+def with_processes(settings: dict[str, Any], processes: int) -> dict[str, Any]:
+    return {**settings, "runtime": {**settings.get("runtime", {}), "processes": max(1, int(processes))}}
 
 
 def _missing(package: str, extra: str) -> ConfigError:
@@ -61,12 +71,20 @@ class DaskExecutor(JoblibExecutor):
                              processes=True, dashboard_address=None)
         return Client(local)
 
+    def processes(self, cluster: Any = None) -> int:
+        """The cluster's worker processes when the run starts (a LocalCluster: `n_workers`)."""
+        if cluster is None or not self.address:
+            return self.n_workers
+        return max(1, len(cluster.scheduler_info(n_workers=-1).get("workers") or {}))
+
 
 class RayExecutor(JoblibExecutor):
     """Tasks on a Ray cluster: `address` of a running cluster ("auto"), or a local one of `num_cpus`.
 
-    Ray's joblib backend cannot return results as they finish, so this submits tasks itself,
-    keeping `2 * n_jobs` in flight and taking whichever finishes first."""
+    Ray's joblib backend cannot return results as they finish, so this submits tasks itself, keeping
+    `2 * n_jobs` in flight and taking whichever finishes first. They run in a fixed set of actors (one
+    process each, `n_jobs` sessions spread over at most one actor per CPU), so the number of processes
+    that hold a share of the budget is known, and stays that number for the whole run."""
 
     def __init__(self, address: str | None = None, num_cpus: int | None = None, **kwargs: Any) -> None:
         super().__init__(backend="ray", **kwargs)
@@ -84,22 +102,51 @@ class RayExecutor(JoblibExecutor):
             # (another user's run, a stale `ray start`), with its code and its limits.
             ray.init(address=self.address or "local", num_cpus=self.num_cpus, include_dashboard=False,
                      log_to_driver=False, configure_logging=False)
+        actors: list[Any] = []
         try:
-            yield from _ray_unordered(ray, fn, settings, iter(tasks), window=2 * self.n_jobs)
+            count = self.processes(ray)
+            host = ray.remote(num_cpus=0, max_concurrency=-(-self.n_jobs // count))(_TaskHost)
+            actors = [host.remote() for _ in range(count)]
+            yield from _ray_unordered(ray, actors, fn, with_processes(settings, count), iter(tasks),
+                                      window=2 * self.n_jobs)
         finally:
+            for actor in actors:
+                ray.kill(actor)
             if started:
                 ray.shutdown()
 
+    def processes(self, cluster: Any = None) -> int:
+        """One actor process per CPU of the cluster, at most one per session."""
+        cpus = int(cluster.cluster_resources().get("CPU", 1)) if cluster is not None else (self.num_cpus or 1)
+        return max(1, min(self.n_jobs, cpus))
 
-def _ray_unordered(ray: Any, fn: Callable[..., Any], settings: dict[str, Any], tasks: Iterator[Any],
-                   window: int) -> Iterator[dict[str, Any]]:
-    remote = ray.remote(fn)
+
+class _TaskHost:
+    """A Ray actor: one worker process that runs tasks on its threads."""
+
+    def run(self, fn: Callable[..., Any], settings: dict[str, Any], task: Any) -> Any:
+        return fn(settings, task)
+
+
+def _ray_unordered(ray: Any, actors: list[Any], fn: Callable[..., Any], settings: dict[str, Any],
+                   tasks: Iterator[Any], window: int) -> Iterator[dict[str, Any]]:
     shared = ray.put(settings)  # sent to the cluster once, not with every task
+    load = dict.fromkeys(range(len(actors)), 0)
+    owner: dict[Any, int] = {}
+
+    def submit(task: Any) -> Any:
+        index = min(load, key=load.__getitem__)  # the least busy actor
+        load[index] += 1
+        ref = actors[index].run.remote(fn, shared, task)
+        owner[ref] = index
+        return ref
+
     # range first: zip stops on it without pulling (and losing) one more task
-    in_flight = [remote.remote(shared, task) for _, task in zip(range(window), tasks)]
+    in_flight = [submit(task) for _, task in zip(range(window), tasks)]
     while in_flight:
         done, in_flight = ray.wait(in_flight, num_returns=1)
+        load[owner.pop(done[0])] -= 1
         yield ray.get(done[0])
         for task in tasks:
-            in_flight.append(remote.remote(shared, task))
+            in_flight.append(submit(task))
             break

@@ -7,7 +7,6 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
-from hermes_exp.agent.ratelimit import stats_for
 from hermes_exp.agent.retry import RetryPolicy
 from hermes_exp.budget import BudgetLimits
 from hermes_exp.errors import RunStopped
@@ -26,7 +25,7 @@ class RunGuard:
         self.stopped: str | None = None
         self._auth_streak = 0
         self._last_error = ""
-        self._seen_429s = 0
+        self._limiters: dict[str, tuple[int, int]] = {}  # worker process -> (concurrency, 429s seen)
 
     def gate(self, tasks: Iterable[T]) -> Iterator[T]:
         """The tasks, until the run is stopped (checked before the next one is even read)."""
@@ -58,15 +57,17 @@ class RunGuard:
             self.stopped, self._last_error = cause, error
             print(f"\nstopping the run ({cause}): no new tasks are started", file=sys.stderr)
 
-    def note(self, row: dict[str, Any], run_id: str) -> dict[str, Any]:
-        """Keyword arguments for Progress.note after a recorded task."""
+    def note(self, row: dict[str, Any], limiter: dict[str, Any] | None) -> dict[str, Any]:
+        """Keyword arguments for Progress.note after a recorded task. `limiter`: the rate-limiter figures
+        the task's worker process sent back; the run's concurrency is the sum over its processes."""
         facts: dict[str, Any] = {"tokens": (row.get("prompt_tokens") or 0) + (row.get("completion_tokens") or 0),
                                  "cost": row.get("cost_usd") or 0.0}
-        stats = stats_for(run_id)
-        if stats is not None:
-            facts["concurrency"] = stats.concurrency
-            facts["rate_limited"] = stats.rate_limited - self._seen_429s
-            self._seen_429s = stats.rate_limited
+        if limiter:
+            _, seen = self._limiters.get(limiter["process"], (0, 0))
+            self._limiters[limiter["process"]] = (limiter["concurrency"], limiter["rate_limited"])
+            facts["rate_limited"] = max(0, limiter["rate_limited"] - seen)
+        if self._limiters:
+            facts["concurrency"] = sum(c for c, _ in self._limiters.values())
         return facts
 
     def check(self) -> None:

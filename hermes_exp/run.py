@@ -176,14 +176,15 @@ def _dispatch(settings: dict[str, Any], ledger: Ledger, dataset: Source, todo: d
             _preflight(settings, images)
             tasks = guard.gate(_marked(ledger, dataset, todo))
             for result in executor.map_unordered(worker.run_task, settings, tasks):
+                limiter = result.pop("limiter", None)  # the worker process's figures, not the task's
                 if not guard.observe(result, ledger):  # cancelled, or stopped by the budget: stays pending
                     continue
                 row = _redacted(ledger_row(result, filters), redact)
                 ledger.record(row, int(settings["batch_size"]))
                 ran, calls = ran + 1, calls + row["api_calls"]
                 progress.task_cost(row["spent_usd"])  # before update: a log line shows the projection
+                progress.note(**guard.note(row, limiter))  # first: a line printed now includes this task
                 progress.update(row["state"])
-                progress.note(**guard.note(row, run_id))
         except KeyboardInterrupt:
             interrupted = True
         finally:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 import traceback
+import uuid
 from typing import Any
 
 from hydra.utils import instantiate
@@ -38,6 +39,7 @@ class Runtime:
         self.sandboxes = instantiate(settings["sandbox"], run_id=runtime["run_id"], _convert_="all")
         self.toolsets = {str(k): float(v) for k, v in settings["distribution"]["toolsets"].items()}
         self.prefix = _prefix(settings)
+        self.process = uuid.uuid4().hex[:12]  # names this process's figures in results (pids repeat across hosts)
 
 
 def _prefix(settings: dict[str, Any]) -> list[dict[str, Any]]:
@@ -59,6 +61,16 @@ def release(run_id: str) -> None:
         runtime = _RUNTIMES.pop(run_id, None)
     if runtime is not None:
         runtime.sandboxes.shutdown()
+
+
+def limiter_figures(settings: dict[str, Any]) -> dict[str, Any] | None:
+    """This process's rate limiter as the parent shows it (workers in other processes have their own)."""
+    with _LOCK:
+        runtime = _RUNTIMES.get(settings["runtime"]["run_id"])
+    if runtime is None:
+        return None
+    stats = runtime.client.limiter.stats()
+    return {"process": runtime.process, "concurrency": stats.concurrency, "rate_limited": stats.rate_limited}
 
 
 def in_flight() -> int:
@@ -84,6 +96,7 @@ def run_task(settings: dict[str, Any], task: Task) -> dict[str, Any]:
             if result.get("error"):  # provider bodies may echo the Authorization header
                 result["error"] = redact(result["error"])
             result["task_attempts"] = attempt
+            result["limiter"] = limiter_figures(settings)
             spent = result["spent_usd"] = spent + result.get("spent_usd", 0.0)
             if result["state"] != "error" or not result.get("transient") or attempt == attempts:
                 return result
@@ -120,7 +133,7 @@ def _attempt(settings: dict[str, Any], task: Task) -> dict[str, Any]:
     except ProviderError as exc:
         result.update(state="error", error_class=exc.error_class, transient=exc.transient, error=str(exc),
                       stop_run=exc.stop_run)
-        partial: Outcome | None = getattr(exc, "outcome", None)
+        partial: Outcome | None = exc.outcome
         if partial is not None:
             result.update(api_calls=partial.api_calls, usage=partial.usage, messages=partial.messages)
     except SandboxError as exc:

@@ -14,7 +14,7 @@ from typing import Any
 import openai
 
 from hermes_exp.agent.deadline import attempt_deadline, deadline_http_client
-from hermes_exp.agent.ratelimit import Limits, RateLimiter, register
+from hermes_exp.agent.ratelimit import Limits, RateLimiter
 from hermes_exp.agent.retry import AuthCircuit, Failure, RetryPolicy, retry_after, upstream_failure
 from hermes_exp.agent.wire import SAMPLING_KEYS, Interop, call_request, static_request
 from hermes_exp.budget import Budget, BudgetLimits, TaskMeter
@@ -48,7 +48,8 @@ class ModelClient:
     """Sends chat-completion requests built from the model and provider config."""
 
     def __init__(self, model: dict[str, Any], provider: dict[str, Any], base_url: str, api_key: str,
-                 workers: int = 4, limits: BudgetLimits | None = None, budget: Budget | None = None) -> None:
+                 workers: int = 4, limits: BudgetLimits | None = None, budget: Budget | None = None,
+                 processes: int = 1) -> None:
         self._policy = RetryPolicy.from_config(model.get("retry"))
         self._interop = Interop.from_config(model.get("interop"))
         self._request = static_request(model, provider)
@@ -56,7 +57,7 @@ class ModelClient:
         self._limits = limits or BudgetLimits()
         self._completion_cap = self._limits.completion_tokens(model)
         self.budget = budget or Budget(self._limits.max_cost_usd)
-        self.limiter = RateLimiter(Limits.from_config(model.get("rate_limit"), workers))
+        self.limiter = RateLimiter(Limits.from_config(model.get("rate_limit"), workers).share(processes))
         self.circuit = AuthCircuit(self._policy.stop_after_auth_failures)
         self._timeout = float(model.get("timeout", 600))
         http = deadline_http_client(self._timeout)  # a trickling server cannot outlast model.timeout
@@ -75,8 +76,8 @@ class ModelClient:
         limits = BudgetLimits.from_settings(settings)
         budget = Budget.for_process(settings, limits.max_cost_usd, float(runtime.get("spent_usd") or 0.0))
         client = cls(settings["model"], settings["provider"], runtime["base_url"], api_key(settings),
-                     workers=int(settings.get("num_workers") or 4), limits=limits, budget=budget)
-        register(runtime["run_id"], client.limiter)
+                     workers=int(settings.get("num_workers") or 4), limits=limits, budget=budget,
+                     processes=int(runtime.get("processes") or 1))
         return client
 
     def for_task(self) -> TaskClient:

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import threading
 import time
-import weakref
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hermes_exp.errors import ConfigError
 
 WINDOW = 60.0  # seconds: the per-minute caps and the "recent 429s" count look this far back
-_LIMITERS: weakref.WeakValueDictionary[str, RateLimiter] = weakref.WeakValueDictionary()
 
 
 @dataclass(frozen=True)
@@ -48,6 +46,16 @@ class Limits:
         limits = cls(**values)
         limits._check()
         return limits
+
+    def share(self, processes: int) -> Limits:
+        """One of `processes` worker processes' part of the run's limits (each has its own limiter)."""
+        if processes <= 1:
+            return self
+        part = lambda n: None if n is None else max(1, -(-n // processes))  # noqa: E731
+        top = part(self.max_concurrency)
+        return replace(self, max_concurrency=top, min_concurrency=min(self.min_concurrency, top),
+                       requests_per_minute=part(self.requests_per_minute),
+                       tokens_per_minute=part(self.tokens_per_minute))
 
     def _check(self) -> None:
         positive_ints = ("max_concurrency", "min_concurrency", "requests_per_minute", "tokens_per_minute")
@@ -134,13 +142,3 @@ class RateLimiter:
             self._expire(time.monotonic())
             return LimiterStats(max(1, int(self._limit)), self._in_flight, self._total_429s, len(self._429s))
 
-
-def register(run_id: str, limiter: RateLimiter) -> None:
-    """Make this process's limiter for a run visible to `stats_for` (e.g. the progress display)."""
-    _LIMITERS[run_id] = limiter
-
-
-def stats_for(run_id: str) -> LimiterStats | None:
-    """The limiter's stats when the run's workers live in this process (threads), else None."""
-    limiter = _LIMITERS.get(run_id)
-    return limiter.stats() if limiter is not None else None
