@@ -24,6 +24,7 @@ class BudgetExhausted(ProviderError):
 class BudgetLimits:
     max_cost_usd: float | None = None
     max_task_cost_usd: float | None = None
+    sweep_max_cost_usd: float | None = None  # every job of a -m sweep together (hermes_exp.sweep_budget)
     assume_max_tokens: int = 4096  # a call's worst-case completion when model.sampling.max_tokens is null
 
     @classmethod
@@ -38,7 +39,7 @@ class BudgetLimits:
                                   f"set budget.{key}=<n > 0>, or null for no limit")
         limits = cls(**raw)
         model = settings.get("model") or {}
-        if (limits.max_cost_usd or limits.max_task_cost_usd) and Pricing.from_config(model.get("pricing")) is None:
+        if (limits.max_cost_usd or limits.max_task_cost_usd or limits.sweep_max_cost_usd) and Pricing.from_config(model.get("pricing")) is None:
             raise ConfigError(
                 f"a budget is set but model.pricing is null for model {model.get('name')!r}, so the cost of a "
                 "call cannot be estimated before it is made",

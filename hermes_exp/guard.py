@@ -45,9 +45,11 @@ class RunGuard:
         self._auth_streak = self._auth_streak + 1 if cause == "auth" else 0
         if cause == "auth" and self._auth_streak >= self.auth_threshold:
             self._stop("auth", result.get("error", ""))
+        if cause == "sweep_budget":
+            self._stop("sweep_budget", result.get("error", ""))
         if cause == "budget" or (self.limit is not None and self.spent >= self.limit):
             self._stop("budget", result.get("error", "") if cause == "budget" else "")
-        keep = result.get("state") != "cancelled" and cause != "budget"
+        keep = result.get("state") != "cancelled" and cause not in ("budget", "sweep_budget")
         if not keep and spent:
             ledger.add_spend(result["key"], spent)
         return keep
@@ -80,6 +82,12 @@ class RunGuard:
                 f"{self._last_error}",
                 f"check the API key in ${provider.get('api_key_env') or '(no key configured)'} and that it may "
                 "use this model; finished tasks are saved and the same command resumes")
+        if self.stopped == "sweep_budget":
+            limit = (self.settings.get("budget") or {}).get("sweep_max_cost_usd")
+            raise RunStopped(
+                f"{self._last_error}; this job spent ${self.spent:.6f} (every invocation counted); its unfinished "
+                "tasks were left pending",
+                f"raise it, e.g. budget.sweep_max_cost_usd={_suggest(limit)}, and run the same sweep again to continue")
         if self.stopped == "budget":
             why = f" ({self._last_error})" if self._last_error else ""
             raise RunStopped(

@@ -16,7 +16,7 @@ from typing import Any
 
 from hydra.utils import instantiate
 
-from hermes_exp import compress, pilot, worker
+from hermes_exp import compress, pilot, sweep_budget, worker
 from hermes_exp.agent.probe import probe
 from hermes_exp.dataset import Task, open_dataset, stream_tasks
 from hermes_exp.inputs import Source
@@ -117,6 +117,7 @@ def run(settings: dict[str, Any]) -> int:
             chosen = [entry[1] for entry in pilot.spread(found.indexed, k)] if k else []
             todo = pilot.restrict(todo, set(chosen)) if k else todo
             guard = RunGuard(settings, ledger.spent_usd())
+            _start_sweep_budget(settings, guard.spent)
             code = _dispatch(settings, ledger, dataset, todo, found.images, len(found.indexed), guard)
             stats = export(ledger, run_dir, settings)
             if k:
@@ -131,6 +132,13 @@ def run(settings: dict[str, Any]) -> int:
         pilot.report(run_dir, proj)
         return EXIT_OK  # a pilot only measures: its failed tasks are retried by the full run
     return code if code != EXIT_OK or not stats["failed"] else EXIT_TASK_ERRORS
+
+
+def _start_sweep_budget(settings: dict[str, Any], spent: float) -> None:
+    """Book this job in the sweep's budget file (its spend so far; no reservations left by a crash)."""
+    shared = sweep_budget.shared(settings)
+    if shared is not None:
+        shared.start(spent)
 
 
 def _open_ledger(run_dir: Path, identity: str, settings: dict[str, Any]) -> Ledger:

@@ -17,6 +17,7 @@ from hermes_exp.agent.deadline import attempt_deadline, deadline_http_client
 from hermes_exp.agent.ratelimit import Limits, RateLimiter
 from hermes_exp.agent.retry import AuthCircuit, Failure, RetryPolicy, retry_after, upstream_failure
 from hermes_exp.agent.wire import SAMPLING_KEYS, Interop, call_request, static_request
+from hermes_exp import sweep_budget
 from hermes_exp.budget import Budget, BudgetLimits, TaskMeter
 from hermes_exp.cost import Pricing, estimate_prompt_tokens, usage_facts, worst_case
 
@@ -75,6 +76,7 @@ class ModelClient:
         runtime = settings["runtime"]
         limits = BudgetLimits.from_settings(settings)
         budget = Budget.for_process(settings, limits.max_cost_usd, float(runtime.get("spent_usd") or 0.0))
+        budget = sweep_budget.for_settings(settings, budget)  # and budget.sweep_max_cost_usd, when set
         client = cls(settings["model"], settings["provider"], runtime["base_url"], api_key(settings),
                      workers=int(settings.get("num_workers") or 4), limits=limits, budget=budget,
                      processes=int(runtime.get("processes") or 1))

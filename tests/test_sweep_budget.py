@@ -1,0 +1,80 @@
+"""budget.sweep_max_cost_usd: one budget for every job of a sweep, booked in a SQLite file in the sweep
+dir: real parallel jobs under hydra/launcher=joblib, a real mock server, real ledgers."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+from conftest import run_cli, write_dataset
+from test_budget import PRICED
+
+from hermes_exp.budget import Budget
+from hermes_exp.sweep_budget import Budgets, SweepBudget, SweepBudgetExhausted
+
+
+def test_two_jobs_share_one_booking(tmp_path: Path) -> None:
+    a, b = SweepBudget(tmp_path, "job-a", 1.0), SweepBudget(tmp_path, "job-b", 1.0)
+    a.start(0.0)
+    b.start(0.2)  # what job b's ledger says it spent earlier
+    first = a.reserve(0.5)
+    got: list[float] = []
+    waiter = threading.Thread(target=lambda: got.append(b.reserve(0.5)))
+    waiter.start()
+    waiter.join(0.3)
+    assert waiter.is_alive()  # 0.2 + 0.5 + 0.5 could pass 1.0 while a's call is in flight
+    a.settle(first, 0.1)
+    waiter.join(5)
+    assert got == [0.5] and a.spent() == pytest.approx(0.3)
+    b.settle(0.5, 0.4)
+    with pytest.raises(SweepBudgetExhausted, match=r"\$0.700000 spent by the sweep's 2 job\(s\) of "
+                                                   r"budget.sweep_max_cost_usd=1.0"):
+        a.reserve(0.31)
+    a.start(0.0)  # a restart keeps the job's booked spend (the larger of file and ledger)
+    assert a.spent() == pytest.approx(0.7)
+
+
+def test_the_run_budget_and_the_sweep_budget_book_together(tmp_path: Path) -> None:
+    both = Budgets(Budget(None), SweepBudget(tmp_path, "job", 1.0))
+    both.sweep.start(0.0)
+    reserved = both.reserve(0.6)
+    both.settle(reserved, 0.25)
+    assert both.spent == pytest.approx(0.25) and both.sweep.spent() == pytest.approx(0.25)
+    row = sqlite3.connect(tmp_path / "sweep_budget.db").execute("SELECT reserved FROM jobs").fetchone()
+    assert row[0] == 0  # nothing left reserved once the call settled
+    capped = Budgets(Budget(0.3), SweepBudget(tmp_path, "job", 1.0))
+    with pytest.raises(Exception, match="budget.max_cost_usd=0.3"):
+        capped.reserve(0.6)
+    assert capped.sweep.spent() == pytest.approx(0.25)
+
+
+def _spent(job: Path) -> float:
+    with sqlite3.connect(job / "ledger.db") as db:
+        return db.execute("SELECT TOTAL(spent_usd) FROM tasks").fetchone()[0]
+
+
+@pytest.mark.slow
+def test_parallel_sweep_jobs_stop_at_the_shared_limit(tmp_path: Path, mock_server) -> None:
+    data = write_dataset(tmp_path / "p.jsonl", [{"prompt": f"Shared budget task {i}"} for i in range(12)])
+    args = ["-m", "hydra/launcher=joblib", "model.name=mock-a,mock-b", f"dataset.path={data}", "run_name=sb",
+            f"model.base_url={mock_server.base_url}", "max_turns=4", "filters=none", *PRICED]
+    result = run_cli(tmp_path, *args, "budget.sweep_max_cost_usd=2.0", timeout=300)
+    assert result.returncode == 4, result.stderr
+    assert result.stderr.count("sweep budget reached: $") >= 2, result.stderr  # both jobs say so
+    assert "budget.sweep_max_cost_usd=2.0" in result.stderr and "budget.sweep_max_cost_usd=4" in result.stderr
+    jobs = sorted(p.parent for p in (tmp_path / "outputs" / "sb").glob("*/ledger.db"))
+    assert len(jobs) == 2
+    spent = [_spent(j) for j in jobs]
+    assert sum(spent) <= 2.0  # every call reserved its worst case first: never over the limit
+    stats = [json.loads((j / "statistics.json").read_text()) for j in jobs]
+    assert all(s["pending"] > 0 for s in stats)
+    booked = sqlite3.connect(tmp_path / "outputs" / "sb" / "sweep_budget.db").execute(
+        "SELECT TOTAL(spent), TOTAL(reserved) FROM jobs").fetchone()
+    assert booked[0] == pytest.approx(sum(spent)) and booked[1] == 0
+
+    raised = run_cli(tmp_path, *args, "budget.sweep_max_cost_usd=100", timeout=300)
+    assert raised.returncode == 0, raised.stderr
+    assert all(json.loads((j / "statistics.json").read_text())["kept"] == 12 for j in jobs)
