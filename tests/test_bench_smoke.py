@@ -47,3 +47,11 @@ def test_bench_sandbox_docker_runner_table() -> None:
     assert "\ndocker " in out and "max_sandboxes" in out
     rows = [line.split() for line in out.splitlines() if line.split()[:1] in (["1"], ["2"])]
     assert [r[0] for r in rows] == ["1", "2"] and all(r[1] == "20" for r in rows)  # 4 prompts x 5 calls
+
+
+@pytest.mark.slow
+def test_bench_inputs_prints_one_row_per_format(tmp_path: Path) -> None:
+    pytest.importorskip("datasets")
+    out = bench("bench_inputs.py", "-n", "50", "--prompt-chars", "20", "--workdir", str(tmp_path))
+    rows = [line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| ") and "---" not in line]
+    assert rows == ["format", "jsonl", "csv", "parquet", "hf"]
