@@ -9,41 +9,46 @@ from typing import Any
 
 from hermes_exp.errors import ConfigError
 
+_OPTIONAL = ("cached_prompt", "cache_write")
 CHARS_PER_TOKEN = 3.0  # deliberately low (real text runs ~4): the estimate is a worst case
 
 
 @dataclass(frozen=True)
 class Pricing:
-    """USD per 1M tokens. `cached_prompt` prices prompt tokens served from the provider's cache."""
+    """USD per 1M tokens. `cached_prompt` prices prompt tokens served from the provider's cache,
+    `cache_write` prompt tokens written to it (Anthropic bills them above the prompt price)."""
 
     prompt: float
     completion: float
     cached_prompt: float | None = None
+    cache_write: float | None = None
 
     @classmethod
     def from_config(cls, raw: dict[str, Any] | None) -> Pricing | None:
         """None when the config gives no prices (then only a provider-reported cost is known)."""
         if not raw or all(raw.get(k) is None for k in ("prompt", "completion")):
             return None
-        for key in ("prompt", "completion", "cached_prompt"):
+        for key in ("prompt", "completion", *_OPTIONAL):
             value = raw.get(key)
-            if key != "cached_prompt" and value is None:
+            if key not in _OPTIONAL and value is None:
                 raise ConfigError(f"model.pricing.{key} is null while the other price is set",
                                   "set both model.pricing.prompt and model.pricing.completion (USD per 1M tokens)")
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
                 raise ConfigError(f"model.pricing.{key}={value!r} must be a number >= 0 (USD per 1M tokens)",
                                   f"set model.pricing.{key}=<USD per 1M tokens>")
-        unknown = set(raw) - {"prompt", "completion", "cached_prompt"}
+        unknown = set(raw) - {"prompt", "completion", *_OPTIONAL}
         if unknown:
             raise ConfigError(f"model.pricing has unknown keys: {', '.join(sorted(unknown))}",
-                              "use prompt, completion and cached_prompt (USD per 1M tokens)")
-        cached = raw.get("cached_prompt")
-        return cls(float(raw["prompt"]), float(raw["completion"]), None if cached is None else float(cached))
+                              "use prompt, completion, cached_prompt and cache_write (USD per 1M tokens)")
+        optional = {k: None if raw.get(k) is None else float(raw[k]) for k in _OPTIONAL}
+        return cls(float(raw["prompt"]), float(raw["completion"]), **optional)
 
-    def cost(self, prompt: int, completion: int, cached: int = 0) -> float:
+    def cost(self, prompt: int, completion: int, cached: int = 0, written: int = 0) -> float:
+        """`prompt` counts every prompt token, `cached` (read from the cache) and `written` included."""
         cached = min(cached, prompt) if self.cached_prompt is not None else 0
-        return ((prompt - cached) * self.prompt + cached * (self.cached_prompt or 0.0)
-                + completion * self.completion) / 1e6
+        written = min(written, prompt - cached) if self.cache_write is not None else 0
+        return ((prompt - cached - written) * self.prompt + cached * (self.cached_prompt or 0.0)
+                + written * (self.cache_write or 0.0) + completion * self.completion) / 1e6
 
 
 def _int(value: Any) -> int:
@@ -58,12 +63,15 @@ def usage_facts(raw: dict[str, Any], pricing: Pricing | None) -> dict[str, Any]:
     prompt_details = raw.get("prompt_tokens_details") or {}
     usage["reasoning_tokens"] = _int(completion_details.get("reasoning_tokens"))
     usage["cached_tokens"] = _int(prompt_details.get("cached_tokens"))
+    # OpenRouter's name for prompt tokens written to the cache, else Anthropic's
+    usage["cache_write_tokens"] = _int(prompt_details.get("cache_write_tokens")) or _int(
+        raw.get("cache_creation_input_tokens"))
     reported = raw.get("cost")
     if isinstance(reported, (int, float)) and not isinstance(reported, bool):
         usage["cost_usd"], usage["cost_source"] = float(reported), "provider"
     elif pricing is not None:
         usage["cost_usd"] = pricing.cost(_int(raw.get("prompt_tokens")), _int(raw.get("completion_tokens")),
-                                         usage["cached_tokens"])
+                                         usage["cached_tokens"], usage["cache_write_tokens"])
         usage["cost_source"] = "pricing"
     else:
         usage["cost_usd"], usage["cost_source"] = 0.0, "unknown"

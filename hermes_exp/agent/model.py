@@ -14,6 +14,7 @@ from typing import Any
 import openai
 
 from hermes_exp.agent.deadline import attempt_deadline, deadline_http_client
+from hermes_exp.agent.cache import CacheControl
 from hermes_exp.agent.ratelimit import Limits, RateLimiter
 from hermes_exp.agent.retry import AuthCircuit, Failure, RetryPolicy, retry_after, upstream_failure
 from hermes_exp.agent.wire import SAMPLING_KEYS, Interop, call_request, static_request
@@ -39,6 +40,7 @@ def check_config(settings: dict[str, Any]) -> None:
     """Validate every model, provider and budget setting before any work (raises ConfigError)."""
     model, provider = settings["model"], settings["provider"]
     static_request(model, provider)
+    CacheControl.from_config(model.get("cache_control"))
     RetryPolicy.from_config(model.get("retry"))
     Limits.from_config(model.get("rate_limit"), int(settings.get("num_workers") or 1))
     Pricing.from_config(model.get("pricing"))
@@ -54,6 +56,7 @@ class ModelClient:
         self._policy = RetryPolicy.from_config(model.get("retry"))
         self._interop = Interop.from_config(model.get("interop"))
         self._request = static_request(model, provider)
+        self._cache = CacheControl.from_config(model.get("cache_control"))
         self._pricing = Pricing.from_config(model.get("pricing"))
         self._limits = limits or BudgetLimits()
         self._completion_cap = self._limits.completion_tokens(model)
@@ -88,6 +91,8 @@ class ModelClient:
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                  meter: TaskMeter | None = None) -> Reply:
         """One call, retried on transient failures. Raises ProviderError when it gives up."""
+        if self._cache is not None:
+            messages = self._cache.mark(messages)
         request = call_request(self._request, messages, tools, self._interop)
         prompt_tokens = estimate_prompt_tokens(request)
         worst = worst_case(self._pricing, prompt_tokens, self._completion_cap)
