@@ -17,7 +17,9 @@ STATUSES = {"400": "invalid_request_error", "401": "authentication_error", "402"
             "500": "server_error", "502": "bad_gateway", "503": "service_unavailable"}
 # "timeout": answer only after hang_seconds; "reset": drop the connection; "error_body": HTTP 200 holding
 # an upstream provider's error; "error_finish": HTTP 200 whose choice ends with finish_reason "error".
-KINDS = ("ok", "timeout", "reset", "error_body", "error_finish", *STATUSES)
+# "length": HTTP 200 cut at the token limit (finish_reason "length"); "context_length": HTTP 400 saying the
+# prompt exceeds the model's context, as OpenAI words it.
+KINDS = ("ok", "timeout", "reset", "error_body", "error_finish", "length", "context_length", *STATUSES)
 
 
 def _error(message: str, type_: str, code: Any) -> dict[str, Any]:
@@ -68,6 +70,11 @@ class Faults:
             return RESET, {}, {}
         if kind == "null_content":
             return 500, _error("Internal Server Error: message content must not be null", "server_error", 500), {}
+        if kind == "context_length":
+            error = _error("This model's maximum context length is 8192 tokens. However, your messages resulted "
+                           "in 9120 tokens. Please reduce the length of the messages.", "invalid_request_error",
+                           "context_length_exceeded")
+            return 400, error, {}
         if kind == "error_body":
             error = _error("upstream provider overloaded", "provider_error", 502)
             error["error"]["metadata"] = {"provider_name": "MockUpstream"}
@@ -79,6 +86,16 @@ class Faults:
         if kind in STATUSES:
             return int(kind), _error(f"injected HTTP {kind}", STATUSES[kind], int(kind)), {}
         return None
+
+
+def cut_at_length(completion: dict[str, Any]) -> dict[str, Any]:
+    """A completion stopped by the output-token limit: no tool call survives, the text is cut short."""
+    choice = completion["choices"][0]
+    choice["finish_reason"] = "length"
+    message = choice["message"]
+    message.pop("tool_calls", None)
+    message["content"] = (message.get("content") or "")[:12]
+    return completion
 
 
 def finish_with_error(completion: dict[str, Any]) -> dict[str, Any]:
@@ -96,7 +113,7 @@ def add_accounting(completion: dict[str, Any], usage_cost: dict[str, float] | No
         completion["provider"] = provider_name
     if usage_cost:
         usage = completion["usage"]
-        usage["prompt_tokens_details"] = {"cached_tokens": usage["prompt_tokens"] // 2}
+        usage.setdefault("prompt_tokens_details", {"cached_tokens": usage["prompt_tokens"] // 2})
         usage["cost"] = round((usage["prompt_tokens"] * float(usage_cost.get("prompt", 0))
                                + usage["completion_tokens"] * float(usage_cost.get("completion", 0))) / 1e6, 10)
     return completion

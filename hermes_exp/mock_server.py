@@ -16,7 +16,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from hermes_exp.errors import ConfigError
-from hermes_exp.mock_faults import RESET, Faults, add_accounting, finish_with_error
+from hermes_exp.mock_cache import PromptCache
+from hermes_exp.mock_faults import RESET, Faults, add_accounting, cut_at_length, finish_with_error
 from hermes_exp.mock_model import canon as _canon, completion as _completion, digest as _digest, draw as _draw
 
 Reply = tuple[int, dict[str, Any], dict[str, str]]  # status, JSON payload, extra headers
@@ -140,6 +141,7 @@ class MockServer:
         self.request_count = 0
         self.faults = Faults(**(faults or {}))
         self.usage_cost, self.provider_name = usage_cost, provider_name
+        self.cache = PromptCache()  # cache_control breakpoints seen: later requests read their prefixes
         self.summary_chars = summary_chars  # characters of each turn a summary keeps (mock_model._summary)
         self.in_flight = self.max_in_flight_seen = 0
         self._attempts: dict[str, int] = {}  # body hash -> times seen, so failures clear on retry
@@ -210,8 +212,13 @@ class MockServer:
         if fault == "timeout":
             time.sleep(self.faults.hang_seconds)
         completion = _completion(body, self.seed, self.bad_tool_rate, self.no_reasoning_rate, self.summary_chars)
+        cached = self.cache.usage(body)
+        if cached:
+            completion["usage"]["prompt_tokens_details"] = cached
         if fault == "error_finish":
             completion = finish_with_error(completion)
+        elif fault == "length":
+            completion = cut_at_length(completion)
         return body, (200, add_accounting(completion, self.usage_cost, self.provider_name), {})
 
     def _failure(self, body: dict[str, Any]) -> Reply | None:

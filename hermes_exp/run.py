@@ -80,6 +80,9 @@ def ledger_row(result: dict[str, Any], filters: list[filters_mod.Filter]) -> dic
         "completion_tokens": sum(u.get("completion_tokens", 0) for u in usage),
         "reasoning_tokens": sum((u.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0 for u in usage),
         "cached_tokens": sum(u.get("cached_tokens") or 0 for u in usage),
+        "cache_write_tokens": sum(u.get("cache_write_tokens") or 0 for u in usage),
+        "stop_reason": result.get("stop_reason"),
+        "context_tokens": (usage[-1].get("prompt_tokens", 0) + usage[-1].get("completion_tokens", 0)) if usage else 0,
         "cost_usd": sum(u.get("cost_usd") or 0.0 for u in usage),
         "spent_usd": result.get("spent_usd") or 0.0,  # every in-run attempt; the ledger adds earlier ones
     }
@@ -122,11 +125,13 @@ def run(settings: dict[str, Any]) -> int:
             stats = export(ledger, run_dir, settings)
             if k:
                 proj = pilot.projection(ledger, chosen, len(found.indexed), int(settings["num_workers"]))
-            if compress.wanted(settings) and code == EXIT_OK:
-                compress.compress(ledger, run_dir, settings)
+            squeezed = compress.compress(ledger, run_dir, settings) if compress.wanted(settings) and \
+                code == EXIT_OK else None
         finally:
             ledger.close()
     _summary(run_dir, stats, len(todo), interrupted=code == EXIT_INTERRUPTED)
+    if squeezed is not None:
+        print(compress.describe(squeezed, run_dir), file=sys.stderr)
     guard.check()  # budget reached or authentication failing: say so and exit non-zero
     if k and code == EXIT_OK:
         pilot.report(run_dir, proj)

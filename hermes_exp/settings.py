@@ -22,7 +22,7 @@ IDENTITY_KEYS = ["model", "provider", "distribution", "sandbox", "max_turns", "s
                  "ephemeral_system_prompt", "prefill_messages", "seed", "tools"]
 NOT_IDENTITY = {
     "model": ["api_key_env", "base_url", "timeout", "retry", "rate_limit", "pricing", "mock_server.latency_ms",
-              "mock_server.fail_rate", "mock_server.faults", "mock_server.usage_cost", "mock_server.provider_name",
+              "mock_server.fail_rate", "mock_server.faults", "mock_server.usage_cost", "mock_server.provider_name", "cache_control",
               "mock_server.summary_chars"],
     "provider": ["api_key_env", "base_url", "headers"],
     "sandbox": ["_target_", "root", "keep", "max_sandboxes", "pull_timeout", "output_limit"],
@@ -54,6 +54,9 @@ def identity_config(settings: dict[str, Any]) -> dict[str, Any]:
             if isinstance(ident.get(group), dict):
                 _drop(ident[group], dotted)
     ident["prefill_messages"] = load_prefill(settings.get("prefill_messages"))
+    limits = settings.get("limits") or {}
+    if any(v is not None for v in limits.values()):  # unset limits leave earlier runs' identities as they were
+        ident["limits"] = copy.deepcopy(limits)
     ident["format_version"] = FORMAT_VERSION
     return ident
 
@@ -108,6 +111,9 @@ def check(settings: dict[str, Any]) -> dict[str, float]:
         raise ConfigError(f"max_samples must be a positive integer or null, got {settings['max_samples']!r}",
                           "set max_samples=<n> or max_samples=null")
     load_prefill(settings.get("prefill_messages"))
+    from hermes_exp.agent.limits import TaskLimits
+
+    TaskLimits.from_settings(settings)
     from hermes_exp.agent.model import check_config  # sampling, routing, reasoning, retry, rate limit, budget
 
     check_config(settings)

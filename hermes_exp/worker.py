@@ -151,4 +151,5 @@ def _attempt(settings: dict[str, Any], task: Task) -> dict[str, Any]:
 def _finished(outcome: Outcome) -> dict[str, Any]:
     return {"state": "finished", "messages": outcome.messages, "api_calls": outcome.api_calls,
             "completed": outcome.completed, "partial": outcome.partial, "stop_reason": outcome.stop_reason,
+            "stop_detail": outcome.stop_detail,
             "tool_calls": outcome.tool_calls, "usage": outcome.usage}

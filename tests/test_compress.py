@@ -126,3 +126,27 @@ def test_compression_needs_a_tokenizer(tmp_path: Path) -> None:
     missing = run_cli(tmp_path, "outputs.compress=true", f"compress.tokenizer={tmp_path / 'nope.json'}")
     assert missing.returncode == 2 and "no such file" in missing.stderr
     assert not (tmp_path / "outputs" / "demo" / "ledger.db").exists()
+
+
+def test_the_plan_never_cuts_between_a_call_and_its_response() -> None:
+    from hermes_exp.compress.plan import middle, plan
+
+    head = [{"from": "system", "value": "s"}, {"from": "human", "value": "h"},
+            {"from": "gpt", "value": "<tool_call>"}, {"from": "tool", "value": "<tool_response>"}]
+    turns = head + [{"from": "gpt", "value": "<tool_call>"}, {"from": "tool", "value": "<tool_response>"}] * 6
+    turns.append({"from": "gpt", "value": "done"})
+    counts = [50, 10, 5, 40] + [5, 40] * 6 + [5]
+    planned = 0
+    for target in range(60, sum(counts) + 10, 7):
+        for keep_last in range(5):
+            region = plan(turns, counts, target, 8, keep_last)
+            if region is None:
+                continue
+            planned += 1
+            assert region.start >= len(head) and region.until <= len(turns) - keep_last
+            assert turns[region.start]["from"] != "tool"
+            assert region.until == len(turns) or turns[region.until]["from"] != "tool"
+            assert region.tokens == sum(counts[region.start:region.until])
+            # just enough: it fits with the summary, or it is the whole middle (the guards decide then)
+            assert sum(counts) - region.tokens + 8 <= target or region.until == middle(turns, keep_last)[1]
+    assert planned > 20

@@ -7,7 +7,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from hermes_exp.agent.model import ModelClient
+from hermes_exp.agent.limits import CONTEXT_OVERFLOW, TaskLimits, is_context_overflow, tokens_used
+from hermes_exp.agent.model import ModelClient, Reply
 from hermes_exp.errors import ProviderError
 from hermes_exp.sandbox.base import Sandbox
 from hermes_exp.tools.registry import call_tool, is_failure
@@ -28,9 +29,14 @@ class Outcome:
     api_calls: int = 0
     completed: bool = False
     partial: bool = False
-    stop_reason: str = ""
+    stop_reason: str = ""  # final_answer, max_turns, invalid_tool_calls, context_overflow, task_seconds, task_tokens
+    stop_detail: str = ""
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     usage: list[dict[str, Any]] = field(default_factory=list)
+
+    def stop(self, reason: str, detail: str, partial: bool = True) -> Outcome:
+        self.stop_reason, self.stop_detail, self.partial = reason, detail, partial
+        return self
 
 
 def to_wire(message: dict[str, Any]) -> dict[str, Any]:
@@ -42,6 +48,17 @@ def to_wire(message: dict[str, Any]) -> dict[str, Any]:
     return wire
 
 
+def as_sent(message: dict[str, Any]) -> dict[str, Any]:
+    """A saved message as it went on the wire: an assistant message as received (without reasoning
+    fields), a tool result without its `name`; the rest as saved. Replaying a stored conversation
+    through this reproduces its requests (tests/test_round_trip.py)."""
+    if message.get("role") == "assistant":
+        return to_wire(message)
+    if message.get("role") == "tool":
+        return {k: v for k, v in message.items() if k != "name"}
+    return message
+
+
 def run_agent(client: ModelClient, sandbox: Sandbox, prompt: str, tools: list[dict[str, Any]],
               settings: dict[str, Any], prefix: list[dict[str, Any]],
               cancel: threading.Event | None = None) -> Outcome:
@@ -51,34 +68,51 @@ def run_agent(client: ModelClient, sandbox: Sandbox, prompt: str, tools: list[di
     wire = prefix + [{"role": "user", "content": prompt}]
     out = Outcome(messages=saved)
     offered = [t["function"]["name"] for t in tools]
+    limits, started = TaskLimits.from_settings(settings), time.monotonic()
     invalid_streak = 0
     for _ in range(int(settings["max_turns"])):
         if cancel is not None and cancel.is_set():
             raise Cancelled()
-        started = time.time()
-        try:
-            reply = client.complete(wire, tools)
-        except ProviderError as exc:
-            exc.outcome = out  # calls already made (and paid for) stay on record
-            raise
-        out.api_calls += 1
-        out.usage.append({**reply.usage, "served_by": reply.served_by, "attempts": reply.attempts,
-                          "seconds": round(time.time() - started, 3)})
+        reached = limits.reached(started, out.usage)
+        if reached:
+            return out.stop(reached, f"limits.{reached} reached ({_spent(reached, started, out)})")
+        reply = _call(client, wire, tools, out)
+        if reply is None:
+            return out.stop(CONTEXT_OVERFLOW, "the provider refused the prompt: it exceeds the model's context")
         saved.append({**reply.message, "role": "assistant"})
         wire.append(to_wire(reply.message))
         if reply.finish_reason == "length":
-            out.partial, out.stop_reason = True, "truncated output (finish_reason=length)"
-            return out
+            return out.stop(CONTEXT_OVERFLOW, "finish_reason=length: the answer was cut at the token limit")
         calls = reply.message.get("tool_calls") or []
         if not calls:
-            out.completed, out.stop_reason = True, "final answer"
-            return out
+            out.completed = True
+            return out.stop("final_answer", "the model answered without a tool call", partial=False)
         invalid_streak = _run_calls(sandbox, calls, offered, settings, out, wire, invalid_streak)
         if invalid_streak >= MAX_CONSECUTIVE_INVALID:
-            out.partial, out.stop_reason = True, f"{invalid_streak} invalid tool calls in a row"
-            return out
-    out.stop_reason = f"max_turns ({settings['max_turns']}) reached without a final answer"
-    return out
+            return out.stop("invalid_tool_calls", f"{invalid_streak} invalid tool calls in a row")
+    return out.stop("max_turns", f"max_turns ({settings['max_turns']}) reached without a final answer", partial=False)
+
+
+def _call(client: ModelClient, wire: list[dict[str, Any]], tools: list[dict[str, Any]], out: Outcome) -> Reply | None:
+    """One model call recorded in `out`; None when the provider says the prompt exceeds the context."""
+    started = time.time()
+    try:
+        reply = client.complete(wire, tools)
+    except ProviderError as exc:
+        if is_context_overflow(exc):
+            return None
+        exc.outcome = out  # calls already made (and paid for) stay on record
+        raise
+    out.api_calls += 1
+    out.usage.append({**reply.usage, "served_by": reply.served_by, "attempts": reply.attempts,
+                      "seconds": round(time.time() - started, 3)})
+    return reply
+
+
+def _spent(reached: str, started: float, out: Outcome) -> str:
+    if reached == "task_seconds":
+        return f"{time.monotonic() - started:.1f} s"
+    return f"{tokens_used(out.usage)} tokens"
 
 
 def _run_calls(sandbox: Sandbox, calls: list[dict[str, Any]], offered: list[str], settings: dict[str, Any],
@@ -95,5 +129,5 @@ def _run_calls(sandbox: Sandbox, calls: list[dict[str, Any]], offered: list[str]
                                "seconds": round(time.time() - started, 3)})
         message = {"role": "tool", "tool_call_id": call.get("id", ""), "name": name, "content": content}
         out.messages.append(message)
-        wire.append({k: v for k, v in message.items() if k != "name"})
+        wire.append(as_sent(message))
     return invalid_streak

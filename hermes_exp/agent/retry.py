@@ -40,10 +40,13 @@ class Failure:
         """The task's error once we stop trying. An authentication failure is not retried in this run
         (nothing changes until the key does) but stays class `provider`, which a re-run retries."""
         if self.auth:
-            return ProviderError(self.message, transient=False, stop_run="auth")
-        if self.transient:
-            return ProviderError(f"{self.message} (gave up after {attempts} attempts)", transient=True)
-        return ProviderError(self.message, transient=False)
+            error = ProviderError(self.message, transient=False, stop_run="auth")
+        elif self.transient:
+            error = ProviderError(f"{self.message} (gave up after {attempts} attempts)", transient=True)
+        else:
+            error = ProviderError(self.message, transient=False)
+        error.status = self.status  # read by the loop: a 400 saying the prompt is too long ends the sample
+        return error
 
 
 def _number(raw: dict[str, Any], key: str, default: float, minimum: float, integer: bool = False) -> Any:

@@ -71,6 +71,19 @@ def m006_selection(db: sqlite_utils.Database) -> None:
     exports follow it while meta `selection` is on; the tasks table keeps every task ever run."""
     db["selection"].create({"key": str}, pk="key")
 
+@migration
+def m007_cache_write_tokens(db: sqlite_utils.Database) -> None:
+    """Prompt tokens written to the provider's cache (Anthropic bills them above the prompt price)."""
+    db["tasks"].add_column("cache_write_tokens", int)
+
+
+@migration
+def m008_stop_reason_and_context_tokens(db: sqlite_utils.Database) -> None:
+    """Why each sample stopped, and its length in tokens (the last call's prompt + completion), so a
+    compression target can be chosen from the ledger alone."""
+    db["tasks"].add_column("stop_reason", str)
+    db["tasks"].add_column("context_tokens", int)
+
 
 def apply(db: sqlite_utils.Database) -> list[str]:
     """Apply pending migrations, each in its own transaction; return the names applied."""

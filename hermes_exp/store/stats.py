@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from datetime import datetime, timezone
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 from hermes_exp.agent.reasoning import has_reasoning
 from hermes_exp.tools.registry import KNOWN_TOOLS
 
-TOKEN_KEYS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens")
+TOKEN_KEYS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens", "cache_write_tokens")
 
 
 class StatsBuilder:
@@ -28,6 +29,8 @@ class StatsBuilder:
         self.served_by: Counter[str] = Counter()
         self.batches: set[int] = set()
         self.completed = 0
+        self.stops: Counter[str] = Counter()
+        self.lengths: list[int] = []  # tokens of each kept sample (its last call's prompt + completion)
         self.last_finished = 0.0
 
     def add(self, row: dict[str, Any], result: dict[str, Any] | None) -> None:
@@ -41,8 +44,12 @@ class StatsBuilder:
             self.filtered[row["reason"] or "unknown"] += 1
         if row["state"] == "error":
             self.errors[row["error_class"] or "unknown"] += 1
+        if row["state"] in ("done", "filtered") and row.get("stop_reason"):
+            self.stops[row["stop_reason"]] += 1
         if row["state"] != "done" or result is None:
             return
+        if row.get("context_tokens"):
+            self.lengths.append(row["context_tokens"])
         self.batches.add(row["batch_num"])
         self.completed += bool(result.get("completed"))
         self.served_by.update(u["served_by"]["provider"] for u in result.get("usage", [])
@@ -83,6 +90,9 @@ class StatsBuilder:
             "invocations": len(ran),
             "api_calls": self.api_calls,
             "tokens": dict(self.tokens),
+            # share of prompt tokens read from the provider's cache (model.cache_control)
+            "cache_hit_share": round(self.tokens["cached_tokens"] / self.tokens["prompt_tokens"], 4)
+            if self.tokens["prompt_tokens"] else 0.0,
             "cost_usd": round(self.cost_usd, 8),
             "spent_usd": round(self.spent_usd, 8),
             "served_by": dict(sorted(self.served_by.items())),
@@ -90,6 +100,8 @@ class StatsBuilder:
             "reasoning_statistics": {"total_assistant_turns": turns, "turns_with_reasoning": with_r,
                                      "turns_without_reasoning": turns - with_r,
                                      "coverage_percent": round(100 * with_r / turns, 2) if turns else 0.0},
+            "stop_reasons": dict(sorted(self.stops.items())),
+            "trajectory_tokens": _spread(self.lengths),  # to choose compress.target_max_tokens
             "discarded": dict(sorted(self.filtered.items())),
             "discarded_no_reasoning": self.filtered["no_reasoning"],
             "errors": dict(sorted(self.errors.items())),
@@ -101,6 +113,15 @@ def _rates(c: Counter) -> dict[str, Any]:
     return {"count": count, "success": c["success"], "failure": c["failure"],
             "success_rate": round(100 * c["success"] / count, 2) if count else 0.0,
             "failure_rate": round(100 * c["failure"] / count, 2) if count else 0.0}
+
+
+def _spread(values: list[int]) -> dict[str, int]:
+    """p50, p90 (nearest rank) and max of the kept samples' lengths in tokens."""
+    if not values:
+        return {"p50": 0, "p90": 0, "max": 0}
+    ordered = sorted(values)
+    rank = lambda q: ordered[max(0, math.ceil(q * len(ordered)) - 1)]  # noqa: E731
+    return {"p50": rank(0.5), "p90": rank(0.9), "max": ordered[-1]}
 
 
 def _iso(ts: float) -> str | None:

@@ -1,0 +1,53 @@
+"""Per-task limits (`limits.task_seconds`, `limits.task_tokens`) and the context-overflow stop: a sample
+that reaches one ends settled with its stop reason (never an error retried forever)."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from hermes_exp.errors import ConfigError, ProviderError
+
+CONTEXT_OVERFLOW = "context_overflow"
+# What providers say when the prompt does not fit the model's context (OpenAI, Anthropic, OpenRouter,
+# vLLM, llama.cpp); only on a 400/413, never on a transient status.
+_OVERFLOW = re.compile(r"context[ _]length|maximum context|context window|prompt is too long|too many tokens|"
+                       r"exceeds the (?:model'?s? )?(?:maximum|context)|n_ctx", re.IGNORECASE)
+
+
+def is_context_overflow(exc: ProviderError) -> bool:
+    return getattr(exc, "status", None) in (400, 413) and bool(_OVERFLOW.search(str(exc)))
+
+
+@dataclass(frozen=True)
+class TaskLimits:
+    seconds: float | None = None
+    tokens: int | None = None
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any]) -> TaskLimits:
+        raw = settings.get("limits") or {}
+        unknown = set(raw) - {"task_seconds", "task_tokens"}
+        if unknown:
+            raise ConfigError(f"limits has unknown keys: {', '.join(sorted(unknown))}", "use task_seconds, task_tokens")
+        for key in ("task_seconds", "task_tokens"):
+            value = raw.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0
+                                      or (key == "task_tokens" and not isinstance(value, int))):
+                raise ConfigError(f"limits.{key}={value!r} must be a positive {'integer' if key == 'task_tokens' else 'number'}",
+                                  f"set limits.{key}=<n> or null for no limit")
+        return cls(raw.get("task_seconds"), raw.get("task_tokens"))
+
+    def reached(self, started: float, usage: list[dict[str, Any]]) -> str | None:
+        """The stop reason of a limit this sample has reached, else None (checked between turns)."""
+        if self.seconds is not None and time.monotonic() - started >= self.seconds:
+            return "task_seconds"
+        if self.tokens is not None and tokens_used(usage) >= self.tokens:
+            return "task_tokens"
+        return None
+
+
+def tokens_used(usage: list[dict[str, Any]]) -> int:
+    return sum((u.get("prompt_tokens") or 0) + (u.get("completion_tokens") or 0) for u in usage)
