@@ -105,8 +105,9 @@ class TaskMeter:
     """One task's spend against `budget.max_task_cost_usd` (a task over its cap ends as error class
     `budget`, which a re-run retries only with resume.retry_errors=[..., budget]), and its calls' usage."""
 
-    def __init__(self, limit: float | None) -> None:
+    def __init__(self, limit: float | None, key: str | None = None) -> None:
         self.limit = limit
+        self.key = key  # the task's key, for the spend journal
         self.spent = 0.0
         self.calls: list[dict[str, Any]] = []
 

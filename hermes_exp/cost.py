@@ -79,10 +79,14 @@ def usage_facts(raw: dict[str, Any], pricing: Pricing | None) -> dict[str, Any]:
 
 
 def estimate_prompt_tokens(body: dict[str, Any]) -> int:
-    """An over-estimate of a request's prompt tokens from the size of its messages and tools."""
-    size = len(json.dumps(body.get("messages") or [], ensure_ascii=False))
-    size += len(json.dumps(body.get("tools") or [], ensure_ascii=False))
-    return int(size / CHARS_PER_TOKEN) + 1
+    """An over-estimate of a request's prompt tokens from the size of its messages and tools: ASCII at
+    CHARS_PER_TOKEN, and every UTF-8 byte of other text as a token of its own (a byte-level tokenizer
+    never needs more; CJK runs 1-2 tokens a character, 3 bytes each)."""
+    text = json.dumps(body.get("messages") or [], ensure_ascii=False) + json.dumps(body.get("tools") or [],
+                                                                                   ensure_ascii=False)
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    other_bytes = len(text.encode("utf-8", "surrogatepass")) - ascii_chars
+    return int(ascii_chars / CHARS_PER_TOKEN) + other_bytes + 1
 
 
 def worst_case(pricing: Pricing | None, prompt_tokens: int, completion_tokens: int) -> float:

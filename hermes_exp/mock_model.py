@@ -146,11 +146,18 @@ def completion(body: dict[str, Any], seed: int, bad_tool_rate: float, no_reasoni
     return _answer(body, seed, message, finish, reasoning, out_text)
 
 
+def tokens(text: str) -> int:
+    """Usage as real tokenizers count it, roughly: four ASCII characters a token, and a token for every
+    other character (CJK above all; a byte-level tokenizer may spend more on rare ones)."""
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    return ascii_chars // 4 + (len(text) - ascii_chars)
+
+
 def _answer(body: dict[str, Any], seed: int, message: dict[str, Any], finish: str, reasoning: str,
             out_text: str | None = None) -> dict[str, Any]:
     out_text = message.get("content") or "" if out_text is None else out_text
-    prompt_tokens, reasoning_tokens = len(canon(body.get("messages"))) // 4, len(reasoning) // 4
-    completion_tokens = len(out_text) // 4 + 1 + reasoning_tokens
+    prompt_tokens, reasoning_tokens = tokens(canon(body.get("messages"))), tokens(reasoning)
+    completion_tokens = tokens(out_text) + 1 + reasoning_tokens
     return {
         "id": "chatcmpl-" + digest(seed, canon(body))[:24], "object": "chat.completion",
         "created": int(time.time()), "model": str(body.get("model") or "mock"),

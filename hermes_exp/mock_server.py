@@ -189,7 +189,7 @@ class MockServer:
             if self.latency_ms > 0:
                 time.sleep(self.latency_ms / 1000)
             body, reply = self._answer(raw, headers, number, in_flight)
-            self._record(reply[0], body, headers, in_flight)
+            self._record(reply[0], body, headers, in_flight, reply[1].get("usage") if reply[0] == 200 else None)
             return reply
         finally:
             with self._lock:
@@ -237,11 +237,13 @@ class MockServer:
             return 429, error, {"Retry-After": "0", "retry-after-ms": "50"}  # openai skips a 0 s retry-after
         return 500, _error("injected server error; retry the request", "server_error", "server_error"), {}
 
-    def _record(self, status: int, body: Any, headers: dict[str, str], in_flight: int) -> None:
+    def _record(self, status: int, body: Any, headers: dict[str, str], in_flight: int,
+                usage: dict[str, Any] | None = None) -> None:
         if not self.record_path:
             return
         kept = {k: v for k, v in headers.items() if k not in _SECRET_HEADERS}
-        record = {"t": time.time(), "status": status, "in_flight": in_flight, "body": body, "headers": kept}
+        record = {"t": time.time(), "status": status, "in_flight": in_flight, "body": body, "headers": kept,
+                  "usage": usage}
         line = json.dumps(record, ensure_ascii=False, default=str)
         with self._record_lock, open(self.record_path, "a", encoding="utf-8") as f:
             f.write(line + "\n")

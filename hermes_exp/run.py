@@ -28,6 +28,7 @@ from hermes_exp.redact import Redactor, secret_names
 from hermes_exp.runlock import RunLock
 from hermes_exp.sandbox.auto import runs_on_host
 from hermes_exp.selection import from_settings, scan_selected
+from hermes_exp.spend_journal import fold_into
 from hermes_exp.settings import check, identity_hash, stored_identity
 from hermes_exp.store import filters as filters_mod
 from hermes_exp.store.export import export
@@ -119,6 +120,7 @@ def run(settings: dict[str, Any]) -> int:
             todo = pending(found.indexed, ledger.states(), wanted)
             chosen = [entry[1] for entry in pilot.spread(found.indexed, k)] if k else []
             todo = pilot.restrict(todo, set(chosen)) if k else todo
+            fold_into(ledger, run_dir)  # what a killed invocation's calls in flight cost
             guard = RunGuard(settings, ledger.spent_usd())
             _start_sweep_budget(settings, guard.spent)
             code = _dispatch(settings, ledger, dataset, todo, found.images, len(found.indexed), guard)
@@ -183,7 +185,8 @@ def _dispatch(settings: dict[str, Any], ledger: Ledger, dataset: Source, todo: d
     ran = calls = 0
     interrupted = False
     with model_endpoint(settings) as base_url, sigterm_as_interrupt():
-        settings = {**settings, "runtime": {"base_url": base_url, "run_id": run_id, "spent_usd": guard.spent}}
+        settings = {**settings, "runtime": {"base_url": base_url, "run_id": run_id, "spent_usd": guard.spent,
+                                            "invocation": invocation}}
         try:
             probe(base_url)
             _preflight(settings, images)
@@ -203,6 +206,7 @@ def _dispatch(settings: dict[str, Any], ledger: Ledger, dataset: Source, todo: d
         finally:
             progress.close()
             _stop_workers(run_id, grace=float((settings.get("resume") or {}).get("grace_seconds", 10)))
+            fold_into(ledger, ledger.path.parent)  # calls of tasks whose results never came back
             ledger.finish_invocation(invocation, ran, calls)
     return EXIT_INTERRUPTED if interrupted else EXIT_OK
 

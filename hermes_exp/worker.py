@@ -115,7 +115,7 @@ def _attempt(settings: dict[str, Any], task: Task) -> dict[str, Any]:
     client = None
     try:
         runtime = runtime_for(settings)
-        client = runtime.client.for_task()  # counts this task's spend against budget.max_task_cost_usd
+        client = runtime.client.for_task(task.key)  # counts this task's spend against budget.max_task_cost_usd
         toolsets = draw(runtime.toolsets, int(settings["seed"]), task.key)
         result["toolsets"] = toolsets
         tools = tool_schemas(toolsets)

@@ -21,6 +21,7 @@ from hermes_exp.agent.wire import SAMPLING_KEYS, Interop, call_request, static_r
 from hermes_exp import sweep_budget
 from hermes_exp.budget import Budget, BudgetLimits, TaskMeter
 from hermes_exp.cost import Pricing, estimate_prompt_tokens, usage_facts, worst_case
+from hermes_exp.spend_journal import SpendJournal
 
 __all__ = ["SAMPLING_KEYS", "ModelClient", "Reply", "TaskClient", "check_config"]
 
@@ -52,7 +53,7 @@ class ModelClient:
 
     def __init__(self, model: dict[str, Any], provider: dict[str, Any], base_url: str, api_key: str,
                  workers: int = 4, limits: BudgetLimits | None = None, budget: Budget | None = None,
-                 processes: int = 1) -> None:
+                 processes: int = 1, journal: SpendJournal | None = None) -> None:
         self._policy = RetryPolicy.from_config(model.get("retry"))
         self._interop = Interop.from_config(model.get("interop"))
         self._request = static_request(model, provider)
@@ -61,6 +62,7 @@ class ModelClient:
         self._limits = limits or BudgetLimits()
         self._completion_cap = self._limits.completion_tokens(model)
         self.budget = budget or Budget(self._limits.max_cost_usd)
+        self.journal = journal or SpendJournal(None, None)
         self.limiter = RateLimiter(Limits.from_config(model.get("rate_limit"), workers).share(processes))
         self.circuit = AuthCircuit(self._policy.stop_after_auth_failures)
         self._timeout = float(model.get("timeout", 600))
@@ -82,11 +84,11 @@ class ModelClient:
         budget = sweep_budget.for_settings(settings, budget)  # and budget.sweep_max_cost_usd, when set
         client = cls(settings["model"], settings["provider"], runtime["base_url"], api_key(settings),
                      workers=int(settings.get("num_workers") or 4), limits=limits, budget=budget,
-                     processes=int(runtime.get("processes") or 1))
+                     processes=int(runtime.get("processes") or 1), journal=SpendJournal.for_run(settings))
         return client
 
-    def for_task(self) -> TaskClient:
-        return TaskClient(self, TaskMeter(self._limits.max_task_cost_usd))
+    def for_task(self, key: str | None = None) -> TaskClient:
+        return TaskClient(self, TaskMeter(self._limits.max_task_cost_usd, key))
 
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                  meter: TaskMeter | None = None) -> Reply:
@@ -99,11 +101,14 @@ class ModelClient:
         if meter is not None:
             meter.check(worst)
         reserved = self.budget.reserve(worst)
+        entry = self.journal.reserve(meter.key if meter is not None else None, worst)
         reply: Reply | None = None
         try:
             reply = self._call(request, prompt_tokens)
         finally:
-            self.budget.settle(reserved, reply.usage["cost_usd"] if reply else 0.0)
+            cost = reply.usage["cost_usd"] if reply else 0.0
+            self.budget.settle(reserved, cost)
+            self.journal.settle(entry, cost)
         if meter is not None:
             meter.add({**reply.usage, "served_by": reply.served_by, "attempts": reply.attempts})
         return reply

@@ -36,6 +36,7 @@ class Ledger:
         with self.lock, self.db.conn:
             create_views(self.db)  # recreated on open, so they always match the current schema
         self._batch: tuple[int, int] | None = None
+        self.invocation: int | None = None  # this process's invocation, once started
 
     def close(self) -> None:
         self.db.close()
@@ -109,6 +110,7 @@ class Ledger:
             table = self.db["invocations"].insert({"started_at": time.time(), "tasks_run": 0, "model_calls": 0})
         row = self.db.execute("SELECT COALESCE(MAX(batch_num), -1) FROM tasks").fetchone()
         self._batch = (row[0] + 1, 0)
+        self.invocation = table.last_pk
         return table.last_pk
 
     def finish_invocation(self, invocation: int, tasks_run: int, model_calls: int) -> None:
@@ -128,6 +130,7 @@ class Ledger:
             # the row brings this dispatch's spend; the column keeps the sum over every attempt
             row["spent_usd"] = (previous[1] or 0.0 if previous else 0.0) + (row.get("spent_usd") or 0.0)
             row["updated_at"] = time.time()
+            row["spend_invocation"] = self.invocation
             tools = row.pop("tools", None)
             with self.db.conn:
                 if tools is not None:
@@ -140,10 +143,16 @@ class Ledger:
         self.db.execute("INSERT OR IGNORE INTO tool_lists (hash, tools) VALUES (?, ?)", [digest, tools])
         return digest
 
-    def add_spend(self, key: str, usd: float) -> None:
-        """Count money spent on a task whose result is not recorded (stopped by the budget, cancelled)."""
+    def add_spend(self, key: str, usd: float, invocation: int | None = None) -> None:
+        """Count money spent on a task whose result is not recorded (stopped by the budget, cancelled, or
+        in flight when the run was killed: then `invocation` is the one that spent it)."""
         with self.lock, self.db.conn:
-            self.db.execute("UPDATE tasks SET spent_usd = COALESCE(spent_usd, 0) + ? WHERE key = ?", [usd, key])
+            self.db.execute("UPDATE tasks SET spent_usd = COALESCE(spent_usd, 0) + ?, spend_invocation = ? "
+                            "WHERE key = ?", [usd, invocation or self.invocation, key])
+
+    def spend_invocations(self) -> dict[str, int | None]:
+        """key -> the invocation whose spend the row already counts."""
+        return dict(self.db.execute("SELECT key, spend_invocation FROM tasks").fetchall())
 
     def spent_usd(self) -> float:
         """What this run has spent, over every invocation and every attempt, summaries of action=compress

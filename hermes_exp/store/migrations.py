@@ -85,6 +85,13 @@ def m008_stop_reason_and_context_tokens(db: sqlite_utils.Database) -> None:
     db["tasks"].add_column("context_tokens", int)
 
 
+@migration
+def m007_spend_invocation(db: sqlite_utils.Database) -> None:
+    """The invocation whose spend on a task the row already counts: the spend journal (spend_journal.py)
+    adds only what no recorded result of that invocation accounts for."""
+    db["tasks"].add_column("spend_invocation", int)
+
+
 def apply(db: sqlite_utils.Database) -> list[str]:
     """Apply pending migrations, each in its own transaction; return the names applied."""
     if "_migrations" not in db.table_names():
