@@ -106,7 +106,7 @@ def build_finished_run(work: Path, tasks: int, url: str, sandbox: str, extra: li
     try:
         ledger.claim_identity(identity, identity_config(settings))
         ledger.start_invocation()
-        for index, key in found.indexed:
+        for index, key, _ in found.indexed:
             result = json.loads(template_result.replace(TEMPLATE_MARK, str(index)))
             result.update(key=key, index=index)
             ledger.mark_running(key, index, result["row"]["prompt"])  # as the runner does at dispatch

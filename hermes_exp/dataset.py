@@ -5,10 +5,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from hermes_exp.errors import DatasetError
 from hermes_exp.inputs import Record, Source, open_source
@@ -20,20 +20,32 @@ MAX_REPORTED = 20
 
 @dataclass(frozen=True)
 class Task:
-    """One prompt to run. `index` is the 0-based row index in the dataset (a JSONL file's line index)."""
+    """One sample of one prompt to run. `index` is the 0-based row index in the dataset (a JSONL file's
+    line index); `sample` counts from 0 up to samples_per_prompt - 1."""
 
     key: str
     index: int
     row: dict[str, Any]
+    sample: int = 0
+
+
+class Slot(NamedTuple):
+    """One task of the dataset: its row index, task key and sample number."""
+
+    index: int
+    key: str
+    sample: int = 0
 
 
 def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def task_key(row: dict[str, Any], occurrence: int, identity: str) -> str:
-    """Versioned content key: duplicates differ by occurrence; order in the file does not matter."""
-    payload = f"{canonical_json(row)}\x00{occurrence}\x00{identity}".encode()
+def task_key(row: dict[str, Any], occurrence: int, identity: str, sample: int = 0) -> str:
+    """Versioned content key: duplicates differ by occurrence, samples by their number (sample 0 keeps
+    the key a run without samples_per_prompt gave it); order in the file does not matter."""
+    tail = f"\x00s{sample}" if sample else ""
+    payload = f"{canonical_json(row)}\x00{occurrence}\x00{identity}{tail}".encode()
     return f"{KEY_SCHEME}:{hashlib.blake2b(payload, digest_size=16).hexdigest()}"
 
 
@@ -62,29 +74,37 @@ def open_dataset(dataset: dict[str, Any] | str | Path) -> Source:
 
 @dataclass
 class Scan:
-    """What one validating pass over the dataset found: (row index, key) per task, images named."""
+    """What one validating pass over the dataset found: a Slot per task (samples_per_prompt per valid
+    row), and the images named."""
 
-    indexed: list[tuple[int, str]]
+    indexed: list[Slot]
     images: set[str]
 
 
-def scan(source: Source, identity: str, skip_invalid: bool, max_samples: int | None) -> Scan:
-    """Validate the whole dataset before any model call; key every valid row."""
+RowCheck = Callable[[dict[str, Any]], "str | None"]
+
+
+def scan(source: Source, identity: str, skip_invalid: bool, max_samples: int | None, samples: int = 1,
+         extra_check: RowCheck | None = None) -> Scan:
+    """Validate the whole dataset before any model call; key every sample of every valid row.
+    `extra_check` adds checks of its own (a problem string, reported with the row's place)."""
     seen: dict[bytes, int] = {}
-    keys: list[tuple[int, str]] = []
+    keys: list[Slot] = []
     images: set[str] = set()
     problems: list[str] = []
     for record, problem in _rows(source):
+        if problem is None and extra_check is not None:
+            problem = extra_check(record.row)
         if problem:
             problems.append(f"{record.where}: {problem}")
             continue
         row = record.row
-        if max_samples is not None and len(keys) >= max_samples:
+        if max_samples is not None and len(keys) >= max_samples * samples:
             continue
         digest = hashlib.blake2b(canonical_json(row).encode(), digest_size=16).digest()
         occurrence = seen.get(digest, 0)
         seen[digest] = occurrence + 1
-        keys.append((record.index, task_key(row, occurrence, identity)))
+        keys.extend(Slot(record.index, task_key(row, occurrence, identity, s), s) for s in range(samples))
         image = row.get("image") or row.get("docker_image")
         if isinstance(image, str) and image:
             images.add(image)
@@ -107,8 +127,12 @@ def _report(source: Source, problems: list[str], skip_invalid: bool) -> None:
                        f"fix these {source.unit}s, or run with dataset.skip_invalid=true to skip them")
 
 
-def stream_tasks(source: Source, wanted: dict[int, str]) -> Iterator[Task]:
-    """Yield the tasks whose row index is in `wanted` (index -> key), reading the source again."""
+def stream_tasks(source: Source, wanted: list[Slot]) -> Iterator[Task]:
+    """Yield the tasks of the `wanted` slots, reading the source again."""
+    by_index: dict[int, list[Slot]] = {}
+    for slot in wanted:
+        by_index.setdefault(slot.index, []).append(slot)
     for record, problem in _rows(source):
-        if problem is None and record.index in wanted:
-            yield Task(wanted[record.index], record.index, record.row)
+        if problem is None and record.index in by_index:
+            for slot in by_index[record.index]:
+                yield Task(slot.key, record.index, record.row, slot.sample)

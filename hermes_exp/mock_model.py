@@ -1,5 +1,5 @@
 """The offline mock model's behaviour: a deterministic plan that really uses the tools it is offered
-(prompt directives RUN:/WRITE:/READ:/LOOP, else a default plan), answers from the tool results, and
+(prompt directives RUN:/WRITE:/READ:/LOOP, else a default plan; ANSWER: sets the final answer), answers from the tool results, and
 reports reasoning and usage. `mock_server.py` serves it over HTTP."""
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ import random
 import shlex
 import time
 from typing import Any
+
+from hermes_exp.mock_judge import judge_answer
 
 Action = tuple[str, dict[str, Any]]
 
@@ -61,6 +63,15 @@ def _plan(prompt: str, tools: list[str]) -> tuple[list[Action], bool]:
         if action[0] in tools:
             actions.append(action)
     return (actions if found else _default_plan(prompt, tools)), False
+
+
+def _stated_answer(prompt: str) -> str:
+    """The final answer an `ANSWER: text` line of the prompt asks for (lets a dataset script answers)."""
+    for line in prompt.splitlines():
+        head, _, rest = line.strip().partition(":")
+        if head == "ANSWER" and rest.strip():
+            return rest.strip()
+    return ""
 
 
 def _default_plan(prompt: str, tools: list[str]) -> list[Action]:
@@ -128,7 +139,8 @@ def completion(body: dict[str, Any], seed: int, bad_tool_rate: float, no_reasoni
     if action is None:
         results = [_text(m.get("content")) for m in messages if m.get("role") == "tool"]
         quoted = " ".join(f"[{i}] {json.dumps(r[:200], ensure_ascii=False)}" for i, r in enumerate(results, 1))
-        message["content"] = f"Done. I ran {len(results)} tools." + (f" Results: {quoted}" if quoted else "")
+        message["content"] = judge_answer(prompt) or _stated_answer(prompt) or (
+            f"Done. I ran {len(results)} tools." + (f" Results: {quoted}" if quoted else ""))
         reasoning = f"{asked}; I have {len(results)} tool results, so I will now give the final answer."
         finish, out_text = "stop", message["content"]
     else:

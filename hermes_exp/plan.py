@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from hermes_exp.dataset import Slot
 from hermes_exp.errors import ConfigError
 
-ERROR_CLASSES = ("provider", "sandbox", "model", "internal", "budget")
+VERIFIER = "verifier"  # a failed verification: re-verified by every invocation, the agent never re-run
+ERROR_CLASSES = ("provider", "sandbox", "model", "internal", "budget", VERIFIER)
 DEFAULT_RETRY = ("provider", "sandbox")
 
 
@@ -24,17 +26,33 @@ def intent(settings: dict[str, Any]) -> dict[str, Any]:
             "redo_all": bool(resume.get("redo_all"))}
 
 
-def pending(indexed: list[tuple[int, str]], states: dict[str, tuple[str, str | None]],
-            wanted: dict[str, Any]) -> dict[int, str]:
-    """line index -> key of every task to run now. Tasks never seen, and `running` rows left by
-    a crash, always run; `done` never unless redo_all; `error` when its class is to be retried."""
-    out: dict[int, str] = {}
-    for index, key in indexed:
-        state, error_class = states.get(key, ("new", None))
+def samples_per_prompt(settings: dict[str, Any]) -> int:
+    """`samples_per_prompt`, validated: raising it later runs only the new samples; lowering it hides
+    the extra ones from exports (they stay in the ledger)."""
+    value = settings.get("samples_per_prompt", 1)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"samples_per_prompt must be a positive integer, got {value!r}",
+                          "set samples_per_prompt=<n> with n >= 1 (attempts per prompt, for pass@k)")
+    return value
+
+
+def pending(indexed: list[Slot], states: dict[str, tuple[str, str | None]],
+            wanted: dict[str, Any]) -> list[Slot]:
+    """Every task to run now, in dataset order. Tasks never seen, and `running` rows left by a crash,
+    always run; `done` never unless redo_all; `error` when its class is to be retried. A failed
+    verification (class `verifier`) never re-runs the agent: only its verification is re-run."""
+    out: list[Slot] = []
+    for slot in indexed:
+        state, error_class = states.get(slot.key, ("new", None))
         if wanted["redo_all"] or state in ("new", "running"):
-            out[index] = key
+            out.append(slot)
         elif state == "filtered" and wanted["redo_filtered"]:
-            out[index] = key
-        elif state == "error" and error_class in wanted["retry"]:
-            out[index] = key
+            out.append(slot)
+        elif state == "error" and error_class in wanted["retry"] and error_class != VERIFIER:
+            out.append(slot)
     return out
+
+
+def to_reverify(indexed: list[Slot], states: dict[str, tuple[str, str | None]]) -> list[Slot]:
+    """Tasks whose agent finished but whose verification failed: verified again, agent untouched."""
+    return [s for s in indexed if states.get(s.key) == ("error", VERIFIER)]

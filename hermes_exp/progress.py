@@ -61,6 +61,7 @@ class Progress:
         self._recent_429s: deque[float] = deque()
         self._recent_override: int | None = None
         self._last: float | None = None  # None: the first finished task prints at once in a log
+        self.scored = self.passed = 0  # verified samples of this invocation
         self._live: Live | None = None
         self._proxied: list[tuple[logging.StreamHandler, TextIO]] = []
         if self.tty and total:
@@ -109,6 +110,12 @@ class Progress:
         p90 = costs[min(len(costs) - 1, max(0, math.ceil(0.9 * len(costs)) - 1))]
         return done + left * sum(costs) / len(costs), done + left * p90
 
+    def verdict(self, score: dict | None) -> None:
+        """A finished sample's verification (None: not verified): counted in the `passed` piece."""
+        if score and score.get("reward") is not None:
+            self.scored += 1
+            self.passed += bool(score.get("passed"))
+
     def close(self) -> None:
         """Stop redrawing (the last bar stays on screen) and give the log handlers back their streams."""
         if self._live is not None:
@@ -155,6 +162,8 @@ class Progress:
         """(text, rich style) pieces after the bar: states, usage, concurrency, resume note."""
         pieces = [(f"done {self.counts['done']}", "green"), (f"filtered {self.counts['filtered']}", "yellow"),
                   (f"failed {self.counts['error']}", "red" if self.counts["error"] else "")]
+        if self.scored:
+            pieces.append((f"passed {self.passed}/{self.scored} ({100 * self.passed / self.scored:.0f}%)", "green"))
         if self.concurrency is not None or self.running is not None:
             pieces.append((f"running {self.in_flight()}", "cyan"))
         if self.tokens or self.cost:

@@ -18,11 +18,11 @@ from hydra.utils import instantiate
 
 from hermes_exp import compress, pilot, sweep_budget, worker
 from hermes_exp.agent.probe import probe
-from hermes_exp.dataset import Task, open_dataset, stream_tasks
+from hermes_exp.dataset import Slot, Task, open_dataset, stream_tasks
 from hermes_exp.inputs import Source
-from hermes_exp.errors import LedgerError
+from hermes_exp.errors import ConfigError, LedgerError
 from hermes_exp.guard import RunGuard
-from hermes_exp.plan import intent, pending
+from hermes_exp.plan import intent, pending, samples_per_prompt, to_reverify
 from hermes_exp.progress import Progress
 from hermes_exp.redact import Redactor, secret_names
 from hermes_exp.runlock import RunLock
@@ -34,10 +34,18 @@ from hermes_exp.store import filters as filters_mod
 from hermes_exp.store.export import export
 from hermes_exp.store.formats import chosen_formats
 from hermes_exp.store.ledger import Ledger
+from hermes_exp.store.samples import selection_mode
+from hermes_exp import rescore
+from hermes_exp.verify import record
+from hermes_exp.verify.book import ScoreBook
+from hermes_exp.verify.metrics import summary_line
+from hermes_exp.verify.rows import row_checker, with_verifiers
 
 log = logging.getLogger(__name__)
 EXIT_OK, EXIT_TASK_ERRORS, EXIT_INTERRUPTED = 0, 3, 130
-OUTPUT_GLOBS = ("ledger.db*", "trajectories.jsonl", "batch_*.jsonl", "statistics.json")
+ACTIONS = ("run", "export", "compress", "score")
+OUTPUT_GLOBS = ("ledger.db*", "trajectories.jsonl", "batch_*.jsonl", "statistics.json", "passed.jsonl",
+                "failed.jsonl", "archives")
 
 
 @contextmanager
@@ -67,12 +75,15 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def ledger_row(result: dict[str, Any], filters: list[filters_mod.Filter]) -> dict[str, Any]:
-    """Map a worker's result to its ledger row, deciding done / filtered / error."""
+def ledger_row(result: dict[str, Any], filters: list[filters_mod.Filter],
+               score: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Map a worker's result (its verification already taken out) to its ledger row, deciding done /
+    filtered / error; a failed verification is error class `verifier`."""
     usage = result.get("usage") or []
     tools = result.pop("tools", None)  # kept once per distinct list in the ledger, not in every result
     row = {
         "key": result["key"], "prompt_index": result["index"], "prompt": result["row"]["prompt"],
+        "sample": result.get("sample", 0),
         "toolsets": json.dumps(result.get("toolsets", [])), "result": json.dumps(result, ensure_ascii=False),
         "api_calls": result.get("api_calls", 0), "started_at": result["started_at"],
         "finished_at": result["finished_at"], "reason": None, "error_class": None, "error": None,
@@ -92,8 +103,8 @@ def ledger_row(result: dict[str, Any], filters: list[filters_mod.Filter]) -> dic
     if result["state"] == "error":
         row.update(state="error", error_class=result["error_class"], error=result["error"])
     else:
-        reason = filters_mod.first_reason(filters, result)
-        row.update(state="filtered" if reason else "done", reason=reason)
+        state, reason, error_class, error = record.judged(result, score, filters)
+        row.update(state=state, reason=reason, error_class=error_class, error=error)
     return row
 
 
@@ -102,28 +113,40 @@ def run(settings: dict[str, Any]) -> int:
     check(settings)
     chosen_formats(settings)  # a typo in outputs.formats must not surface after hours of work
     compress.check(settings)
+    selection_mode(settings)
     wanted = intent(settings)
     run_dir = Path(settings["run_dir"]).resolve()
     identity = identity_hash(settings)
-    if settings.get("action", "run") in ("export", "compress"):
+    action = settings.get("action", "run")
+    if action not in ACTIONS:
+        raise ConfigError(f"action={action!r} is not an action", f"choose one of: {', '.join(ACTIONS)}")
+    if action in ("export", "compress"):
         return reexport(settings, run_dir, identity)
+    if action == "score":
+        from hermes_exp.score_action import score_run
+
+        return score_run(settings, run_dir, identity)
     dataset = open_dataset(settings["dataset"])
     selection = from_settings(settings)
     k = pilot.pilot_size(settings)
-    found = scan_selected(dataset, selection, identity, bool(settings["dataset"].get("skip_invalid")))
+    settings = with_verifiers(settings)
+    found = scan_selected(dataset, selection, identity, bool(settings["dataset"].get("skip_invalid")),
+                          samples=samples_per_prompt(settings), extra_check=row_checker(settings))
     with RunLock(run_dir):
         ledger = _open_ledger(run_dir, identity, settings)
         try:
             ledger.reindex(found.indexed)
             ledger.set_meta({"dataset_tasks": str(len(found.indexed))})
             ledger.set_selection([entry[1] for entry in found.indexed] if selection.narrows else None)
-            todo = pending(found.indexed, ledger.states(), wanted)
+            states = ledger.states()
+            todo = pending(found.indexed, states, wanted)
             chosen = [entry[1] for entry in pilot.spread(found.indexed, k)] if k else []
             todo = pilot.restrict(todo, set(chosen)) if k else todo
             fold_into(ledger, run_dir)  # what a killed invocation's calls in flight cost
+            again = {slot.key for slot in to_reverify(found.indexed, states)} - {slot.key for slot in todo}
             guard = RunGuard(settings, ledger.spent_usd())
             _start_sweep_budget(settings, guard.spent)
-            code = _dispatch(settings, ledger, dataset, todo, found.images, len(found.indexed), guard)
+            code = _dispatch(settings, ledger, dataset, todo, found.images, len(found.indexed), guard, again)
             stats = export(ledger, run_dir, settings)
             if k:
                 proj = pilot.projection(ledger, chosen, len(found.indexed), int(settings["num_workers"]))
@@ -170,12 +193,13 @@ def _open_ledger(run_dir: Path, identity: str, settings: dict[str, Any]) -> Ledg
     return ledger
 
 
-def _dispatch(settings: dict[str, Any], ledger: Ledger, dataset: Source, todo: dict[int, str],
-              images: set[str], total: int, guard: RunGuard) -> int:
-    if not todo:
+def _dispatch(settings: dict[str, Any], ledger: Ledger, dataset: Source, todo: list[Slot],
+              images: set[str], total: int, guard: RunGuard, again: set[str] = frozenset()) -> int:
+    """Run the agent on `todo`, then verify `again` (failed verifications) without the agent."""
+    if not todo and not again:
         print(f"nothing to run: all {total} tasks of this run are settled", file=sys.stderr)
         return EXIT_OK
-    run_id = "hx-" + hashlib.blake2b(str(ledger.path.parent).encode(), digest_size=6).hexdigest()
+    run_id = run_id_for(ledger.path.parent)
     filters = filters_mod.build(settings.get("filters"))
     executor = instantiate(settings["executor"])
     label = str(Path(settings["run_name"]) / _job_name(ledger.path.parent, settings["run_name"]))
@@ -185,8 +209,8 @@ def _dispatch(settings: dict[str, Any], ledger: Ledger, dataset: Source, todo: d
     ran = calls = 0
     interrupted = False
     with model_endpoint(settings) as base_url, sigterm_as_interrupt():
-        settings = {**settings, "runtime": {"base_url": base_url, "run_id": run_id, "spent_usd": guard.spent,
-                                            "invocation": invocation}}
+        settings = {**settings, "runtime": {**settings.get("runtime", {}), "base_url": base_url, "run_id": run_id,
+                                            "spent_usd": guard.spent, "invocation": invocation}}
         try:
             probe(base_url)
             _preflight(settings, images)
@@ -195,12 +219,18 @@ def _dispatch(settings: dict[str, Any], ledger: Ledger, dataset: Source, todo: d
                 limiter = result.pop("limiter", None)  # the worker process's figures, not the task's
                 if not guard.observe(result, ledger):  # cancelled, or stopped by the budget: stays pending
                     continue
-                row = _redacted(ledger_row(result, filters), redact)
+                taken = record.take(result, redact)
+                row = _redacted(ledger_row(result, filters, taken.score), redact)
                 ledger.record(row, int(settings["batch_size"]))
+                record.save(ledger, ledger.path.parent, row["key"], taken)
                 ran, calls = ran + 1, calls + row["api_calls"]
+                progress.verdict(taken.score)
                 progress.task_cost(row["spent_usd"])  # before update: a log line shows the projection
                 progress.note(**guard.note(row, limiter))  # first: a line printed now includes this task
                 progress.update(row["state"])
+            if again and not guard.stopped:
+                rescore.report(rescore.reverify(executor, settings, ledger, rescore.rows_of(ledger, sorted(again)),
+                                                filters), "failed verifications retried")
         except KeyboardInterrupt:
             interrupted = True
         finally:
@@ -216,6 +246,11 @@ def _redacted(row: dict[str, Any], redact: Redactor) -> dict[str, Any]:
     if redact:
         row.update({k: redact(row[k]) for k in ("error", "result") if row.get(k)})
     return row
+
+
+def run_id_for(run_dir: Path) -> str:
+    """The run's sandbox label (containers, task dirs): derived from its directory."""
+    return "hx-" + hashlib.blake2b(str(run_dir).encode(), digest_size=6).hexdigest()
 
 
 def _job_name(run_dir: Path, run_name: str) -> str:
@@ -239,11 +274,11 @@ def _preflight(settings: dict[str, Any], images: set[str]) -> None:
                     settings["sandbox"].get("kind"))
 
 
-def _marked(ledger: Ledger, dataset: Source, todo: dict[int, str]) -> Iterator[Task]:
+def _marked(ledger: Ledger, dataset: Source, todo: list[Slot]) -> Iterator[Task]:
     for task in stream_tasks(dataset, todo):
         if worker.CANCEL.is_set():
             return
-        ledger.mark_running(task.key, task.index, task.row["prompt"])
+        ledger.mark_running(task.key, task.index, task.row["prompt"], task.sample)
         yield task
 
 
@@ -265,13 +300,16 @@ def reexport(settings: dict[str, Any], run_dir: Path, identity: str) -> int:
     if not (run_dir / "ledger.db").is_file():
         raise LedgerError(f"no ledger in {run_dir}", "check run_name=...; action=export works on an existing run")
     filters = filters_mod.build(settings.get("filters"))
+    settings = with_verifiers(settings)
     with RunLock(run_dir):
         ledger = Ledger(run_dir / "ledger.db")
         try:
             ledger.claim_identity(identity, stored_identity(settings))
             changed = 0
+            book = ScoreBook(ledger, settings)
             for row in ledger.rows(("done", "filtered")):
-                reason = filters_mod.first_reason(filters, json.loads(row["result"]))
+                result = json.loads(row["result"])
+                reason = filters_mod.first_reason(filters, {**result, "score": book.get(row["key"], result.get("row") or {})})
                 state = "filtered" if reason else "done"
                 if (state, reason) != (row["state"], row["reason"]):
                     ledger.set_state(row["key"], state, reason)
@@ -298,6 +336,8 @@ def _summary(run_dir: Path, stats: dict[str, Any], ran: int, interrupted: bool) 
         f"  trajectories: {run_dir / 'trajectories.jsonl'}\n"
         f"  statistics:   {run_dir / 'statistics.json'}\n"
         f"  ledger:       {run_dir / 'ledger.db'}", file=sys.stderr)
+    if stats.get("verification"):
+        print(summary_line(stats["verification"]), file=sys.stderr)
     if interrupted:
         print("interrupted: finished tasks are saved. To resume, run the same command again:\n  "
               + " ".join(["hermes-exp", *sys.argv[1:]]), file=sys.stderr)

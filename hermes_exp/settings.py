@@ -57,6 +57,8 @@ def identity_config(settings: dict[str, Any]) -> dict[str, Any]:
     limits = settings.get("limits") or {}
     if any(v is not None for v in limits.values()):  # unset limits leave earlier runs' identities as they were
         ident["limits"] = copy.deepcopy(limits)
+    if (settings.get("agent") or {}).get("kind", "model") != "model":
+        ident["agent"] = copy.deepcopy(settings["agent"])  # control runs (oracle, nop) never mix with model runs
     ident["format_version"] = FORMAT_VERSION
     return ident
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from hydra.utils import instantiate
 
+from hermes_exp.agent.control import agent_kind, run_nop, run_oracle
 from hermes_exp.agent.loop import Cancelled, Outcome, run_agent
 from hermes_exp.agent.model import ModelClient
 from hermes_exp.dataset import Task
@@ -20,6 +21,9 @@ from hermes_exp.errors import HermesExpError, ProviderError, SandboxError
 from hermes_exp.redact import Redactor, secret_names, wipe_environ_block
 from hermes_exp.settings import load_prefill
 from hermes_exp.tools.registry import tool_schemas
+from hermes_exp.verify.base import Score
+from hermes_exp.verify.prepare import prepare
+from hermes_exp.verify.scoring import Scorer, reverify_sample, run_plan, score_cost, verify_in_sandbox
 
 _RUNTIMES: dict[str, "Runtime"] = {}
 _LOCK = threading.Lock()
@@ -40,6 +44,8 @@ class Runtime:
         self.toolsets = {str(k): float(v) for k, v in settings["distribution"]["toolsets"].items()}
         self.prefix = _prefix(settings)
         self.process = uuid.uuid4().hex[:12]  # names this process's figures in results (pids repeat across hosts)
+        self.scorer = Scorer(settings, self)
+        self.setup_timeout = float(settings.get("setup_timeout") or 300)
 
 
 def _prefix(settings: dict[str, Any]) -> list[dict[str, Any]]:
@@ -107,9 +113,24 @@ def run_task(settings: dict[str, Any], task: Task) -> dict[str, Any]:
         _track(-1)
 
 
+def verify_task(settings: dict[str, Any], item: dict[str, Any]) -> dict[str, Any]:
+    """Verify one finished sample again, without its agent (see hermes_exp.rescore)."""
+    _track(+1)
+    try:
+        runtime = runtime_for(settings)
+        score = reverify_sample(runtime.scorer, runtime.sandboxes, item)
+    except Exception as exc:  # the engine is down, a bug: this verification fails, not the run
+        score = Score(verifier="?", kind="?", error=f"{type(exc).__name__}: {exc}")
+    finally:
+        _track(-1)
+    return {"key": item["key"], "result": item["result"], "score": score.to_dict() if score else None,
+            "spent_usd": score.cost_usd if score else 0.0}
+
+
 def _attempt(settings: dict[str, Any], task: Task) -> dict[str, Any]:
     started = time.time()
-    result: dict[str, Any] = {"key": task.key, "index": task.index, "row": task.row, "started_at": started}
+    result: dict[str, Any] = {"key": task.key, "index": task.index, "sample": task.sample, "row": task.row,
+                              "started_at": started}
     if CANCEL.is_set():
         return {**result, "state": "cancelled", "finished_at": time.time()}
     client = None
@@ -121,13 +142,7 @@ def _attempt(settings: dict[str, Any], task: Task) -> dict[str, Any]:
         tools = tool_schemas(toolsets)
         result["tools"] = tools  # the list really sent: ShareGPT's <tools> block and `tools` column
         result["tools_offered"] = [t["function"]["name"] for t in tools]
-        sandbox = runtime.sandboxes.open(task.key, task.row)
-        try:
-            outcome = run_agent(client, sandbox, task.row["prompt"], tools, settings,
-                                list(runtime.prefix), CANCEL)
-        finally:
-            sandbox.close()
-        result.update(_finished(outcome))
+        _session(runtime, client, task, tools, settings, result)
     except Cancelled:
         result["state"] = "cancelled"
     except ProviderError as exc:
@@ -143,9 +158,33 @@ def _attempt(settings: dict[str, Any], task: Task) -> dict[str, Any]:
     except Exception as exc:  # a bug must fail its own task, never the batch
         result.update(state="error", error_class="internal", transient=False,
                       error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}")
-    result["spent_usd"] = client.meter.spent if client is not None else 0.0
+    result["spent_usd"] = (client.meter.spent if client is not None else 0.0) + score_cost(result.get("score"))
     result["finished_at"] = time.time()
     return result
+
+
+def _session(runtime: Runtime, client: Any, task: Task, tools: list[dict[str, Any]], settings: dict[str, Any],
+             result: dict[str, Any]) -> None:
+    """Sandbox open -> fixtures -> agent -> (verifier in the sandbox) -> close -> (verifier outside)."""
+    plan = runtime.scorer.plan(task.row)
+    sandbox = runtime.sandboxes.open(task.key, task.row)
+    try:
+        prepare(sandbox, task.row, runtime.scorer.context.base_dir, runtime.setup_timeout)
+        kind = agent_kind(settings)
+        if kind == "oracle":
+            outcome = run_oracle(sandbox, settings, task.row, runtime.scorer.context.base_dir)
+        elif kind == "nop":
+            outcome = run_nop(settings, task.row)
+        else:
+            outcome = run_agent(client, sandbox, task.row["prompt"], tools, settings, list(runtime.prefix), CANCEL)
+        result.update(_finished(outcome))
+        if plan is not None and plan.needs_sandbox:
+            score, archive, note = verify_in_sandbox(plan, sandbox, task.row, result)
+            result.update(score=score.to_dict(), archive=archive, archive_note=note)
+    finally:
+        sandbox.close()
+    if plan is not None and not plan.needs_sandbox:
+        result["score"] = run_plan(plan, None, task.row, result).to_dict()
 
 
 def _finished(outcome: Outcome) -> dict[str, Any]:

@@ -55,3 +55,8 @@ def test_bench_inputs_prints_one_row_per_format(tmp_path: Path) -> None:
     out = bench("bench_inputs.py", "-n", "50", "--prompt-chars", "20", "--workdir", str(tmp_path))
     rows = [line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| ") and "---" not in line]
     assert rows == ["format", "jsonl", "csv", "parquet", "hf"]
+
+
+def test_bench_verify_local_table() -> None:
+    out = bench("bench_verify.py", "-n", "1", "--backends", "local", "--files", "3")
+    assert "verify ms" in out and "archive bytes" in out and "\nlocal " in out

@@ -14,9 +14,12 @@ from hydra.utils import instantiate
 from hermes_exp.cli import config_dir, register_resolvers
 from hermes_exp.distribution import validate
 from hermes_exp.settings import identity_hash, to_plain
+from hermes_exp.agent.control import AGENTS
+from hermes_exp.verify.base import VerifyContext
+from hermes_exp.verify.registry import build
 
 CONF = config_dir()
-GROUPS = ["model", "provider", "distribution", "sandbox", "filters", "executor"]
+GROUPS = ["model", "provider", "distribution", "sandbox", "filters", "executor", "verifier", "agent"]
 OPTIONS = [(g, p.stem) for g in GROUPS for p in sorted((CONF / g).glob("*.yaml"))]
 
 
@@ -43,6 +46,10 @@ def test_option_composes_and_instantiates(group: str, option: str, tmp_path: Pat
     instantiate(settings["sandbox"], run_id="hx-test")
     instantiate(settings["executor"])
     [instantiate(rule) for rule in settings["filters"]["rules"]]
+    assert settings["agent"]["kind"] in AGENTS
+    if settings["verifier"].get("_target_"):
+        verifier = build(settings["verifier"], VerifyContext())
+        assert verifier.needs_sandbox == (option == "command") or group != "verifier"
     assert identity_hash(settings).startswith("id1:")
 
 
@@ -65,3 +72,7 @@ def test_identity_ignores_workers_and_paths_but_not_turns(tmp_path: Path) -> Non
     assert ident("max_turns=11") != base
     assert ident("seed=1") != base
     assert ident("distribution=minimal") != base
+    # Scores live beside results: neither the verifier nor the number of samples is in the identity.
+    assert ident("verifier=command", "verifier.timeout_seconds=5") == base
+    assert ident("samples_per_prompt=4") == base
+    assert ident("agent=model") == base and ident("agent=oracle") != base and ident("agent=nop") != ident("agent=oracle")

@@ -10,7 +10,7 @@ from conftest import read_jsonl, request_count, run_cli, write_dataset
 from hermes_exp.tools.registry import KNOWN_TOOLS
 
 ROW_KEYS = {"prompt_index", "conversations", "tools", "metadata", "completed", "partial", "api_calls",
-            "toolsets_used", "tool_stats", "tool_error_counts"}
+            "toolsets_used", "tool_stats", "tool_error_counts", "sample", "reward", "passed"}
 
 
 def _check_row(row: dict) -> None:
@@ -144,7 +144,10 @@ def test_reproduce_from_saved_snapshot(tmp_path: Path) -> None:
 def test_demo_runs_with_no_arguments(tmp_path: Path) -> None:
     result = run_cli(tmp_path)
     assert result.returncode == 0, result.stderr
-    assert len(read_jsonl(tmp_path / "outputs" / "demo" / "trajectories.jsonl")) == 8
+    rows = read_jsonl(tmp_path / "outputs" / "demo" / "trajectories.jsonl")
+    assert len(rows) == 13
+    # The demo carries verifiable tasks, one per verifier kind (per-row verifiers): the mock fails one.
+    assert [r["passed"] for r in rows if r["metadata"]["category"] == "verified"] == [True, True, False, True, True]
     assert "trajectories:" in result.stderr
 
 

@@ -55,8 +55,8 @@ def _keys(dataset: dict) -> list[tuple[int, str]]:
 def test_the_same_rows_in_every_format_are_the_same_tasks(tmp_path: Path) -> None:
     paths = write_all(tmp_path, _rows())
     expected = _keys({"path": str(paths["jsonl"])})
-    assert len(expected) == 50 and len({k for _, k in expected}) == 50
-    assert [i for i, _ in expected] == list(range(50))
+    assert len(expected) == 50 and len({k for _, k, *_ in expected}) == 50
+    assert [i for i, *_ in expected] == list(range(50))
     assert _keys({"path": str(paths["parquet"])}) == expected
     assert _keys({"path": str(paths["csv"])}) == expected
     assert _keys({"path": str(paths["hf"]), "split": "test"}) == expected
@@ -104,7 +104,7 @@ def test_bad_rows_are_named_by_file_and_line_or_row(tmp_path: Path) -> None:
     assert f"{data}:4: missing the required \"prompt\" field" in message
     assert f"{data}:6: 3 cells where the header has 2 columns" in message
     assert "dataset.skip_invalid=true" in message
-    assert [i for i, _ in scan(open_dataset(str(data)), IDENTITY, True, None).indexed] == [0, 2]
+    assert [i for i, *_ in scan(open_dataset(str(data)), IDENTITY, True, None).indexed] == [0, 2]
 
     pq.write_table(pa.Table.from_pylist([{"prompt": "ok"}, {"prompt": None}, {"prompt": "   "}]), tmp_path / "b.parquet")
     with pytest.raises(DatasetError) as err:

@@ -30,28 +30,28 @@ def _pick(data: Path, **dataset) -> list[tuple[int, str]]:
 
 def test_slice_shuffle_ids_and_where_pick_rows_and_keep_their_keys(tmp_path: Path) -> None:
     data = write_dataset(tmp_path / "p.jsonl", _rows(30))
-    every = dict(scan(open_dataset(str(data)), IDENTITY, False, None).indexed)
+    every = {slot.index: slot.key for slot in scan(open_dataset(str(data)), IDENTITY, False, None).indexed}
     for picked in (_pick(data, slice="0:10"), _pick(data, slice="5:6"), _pick(data, shuffle=3, slice="0:8"),
                    _pick(data, where={"topic": "t1"}), _pick(data, slice="-3:")):
-        assert all(every[index] == key for index, key in picked)  # a selection never changes a key
-    assert [i for i, _ in _pick(data, slice="0:10")] == list(range(10))
-    assert [i for i, _ in _pick(data, slice="5:6")] == [5]  # the second of two identical rows
-    assert [i for i, _ in _pick(data, slice="-3:")] == [27, 28, 29]
+        assert all(every[index] == key for index, key, _ in picked)  # a selection never changes a key
+    assert [i for i, *_ in _pick(data, slice="0:10")] == list(range(10))
+    assert [i for i, *_ in _pick(data, slice="5:6")] == [5]  # the second of two identical rows
+    assert [i for i, *_ in _pick(data, slice="-3:")] == [27, 28, 29]
 
-    shuffled = [i for i, _ in _pick(data, shuffle=3, slice="0:8")]
-    assert shuffled == [i for i, _ in _pick(data, shuffle=3, slice="0:8")]  # stable
+    shuffled = [i for i, *_ in _pick(data, shuffle=3, slice="0:8")]
+    assert shuffled == [i for i, *_ in _pick(data, shuffle=3, slice="0:8")]  # stable
     assert shuffled != list(range(8)) and len(set(shuffled)) == 8
-    assert shuffled != [i for i, _ in _pick(data, shuffle=4, slice="0:8")]
+    assert shuffled != [i for i, *_ in _pick(data, shuffle=4, slice="0:8")]
     longer = write_dataset(tmp_path / "longer.jsonl", _rows(30) + [{"prompt": f"Appended {i}"} for i in range(20)])
-    order = [i for i, _ in _pick(longer, shuffle=3)]
-    assert [i for i in order if i < 30] == [i for i, _ in _pick(data, shuffle=3)]  # appending keeps the order
+    order = [i for i, *_ in _pick(longer, shuffle=3)]
+    assert [i for i in order if i < 30] == [i for i, *_ in _pick(data, shuffle=3)]  # appending keeps the order
 
     ids = tmp_path / "ids.txt"
     ids.write_text("r3\nr11\n\nr29\nr99\n")
-    assert [i for i, _ in _pick(data, ids_file=str(ids))] == [3, 11, 29]
-    assert [i for i, _ in _pick(data, where={"topic": "t1", "level": [1, "3"]})] == [1, 7, 13, 19, 25]
-    assert [i for i, _ in _pick(data, where=["topic=t2", "level=1"])] == [17, 29]
-    assert [i for i, _ in _pick(data, where={"topic": "t1"}, slice="1:3")] == [4, 5]  # a duplicate is selected by content too
+    assert [i for i, *_ in _pick(data, ids_file=str(ids))] == [3, 11, 29]
+    assert [i for i, *_ in _pick(data, where={"topic": "t1", "level": [1, "3"]})] == [1, 7, 13, 19, 25]
+    assert [i for i, *_ in _pick(data, where=["topic=t2", "level=1"])] == [17, 29]
+    assert [i for i, *_ in _pick(data, where={"topic": "t1"}, slice="1:3")] == [4, 5]  # a duplicate is selected by content too
 
 
 def test_bad_selections_say_what_to_write(tmp_path: Path) -> None:

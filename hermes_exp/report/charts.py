@@ -88,10 +88,23 @@ def cost(runs: list[RunData]) -> str | None:
     return _grouped(runs, [{"cost": round(run.cost or 0.0, 4)} for run in runs], "Cost", "USD")
 
 
+def pass_rates(runs: list[RunData]) -> str | None:
+    """Pass rate and pass@k / pass^k per run: a sweep's models side by side."""
+    values = []
+    for run in runs:
+        v = run.verification or {}
+        row = {"pass rate": 100 * v["pass_rate"]} if v.get("pass_rate") is not None else {}
+        row.update({f"pass@{k}": 100 * p for k, p in (v.get("pass_at_k") or {}).items() if k != "1"})
+        row.update({f"pass^{k}": 100 * p for k, p in (v.get("pass_hat_k") or {}).items() if k != "1"})
+        values.append(row)
+    return _grouped(runs, values, "Verified: pass rate, pass@k and pass^k", "% of prompts", percent=True)
+
+
 def all_charts(runs: list[RunData]) -> list[dict[str, Any]]:
     """Every chart in page order: id, title, HTML (None when empty) and what to say when empty."""
     sections = [
         ("outcomes", outcomes, "Outcome of every task", "No tasks in the ledger."),
+        ("verified", pass_rates, "Verified: pass rate, pass@k and pass^k", "No sample was verified."),
         ("tool-calls", tool_calls, "Tool calls per tool", "No tool calls."),
         ("tool-success", tool_success, "Success rate per tool", "No tool calls."),
         ("turns", turns, "Assistant turns per trajectory", "No finished trajectories."),

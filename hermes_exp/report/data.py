@@ -36,6 +36,7 @@ class RunData:
     tokens: dict[str, int] = field(default_factory=dict)
     cost: float | None = None
     entries: list[dict[str, Any]] = field(default_factory=list)
+    verification: dict[str, Any] | None = None  # statistics.json's `verification` (pass rate, pass@k, ...)
 
     @property
     def total(self) -> int:
@@ -75,10 +76,19 @@ def load_run(run_dir: Path, label: str, budget: int) -> RunData:
         run = RunData(label=label, path=run_dir, model=(ident.get("model") or {}).get("name", ""),
                       distribution=(ident.get("distribution") or {}).get("name", ""))
         _aggregate(db, run)
+        run.verification = _verification(run_dir)
         run.entries = _sample(db, run_dir, run, budget)
     finally:
         db.close()
     return run
+
+
+def _verification(run_dir: Path) -> dict[str, Any] | None:
+    """The run's verification metrics as its last export computed them (None when not verified)."""
+    try:
+        return json.loads((run_dir / "statistics.json").read_text(encoding="utf-8")).get("verification")
+    except (OSError, ValueError):
+        return None
 
 
 def _scalar(db: sqlite_utils.Database, sql: str) -> Any:

@@ -48,7 +48,8 @@ def render(runs: list[Any], source: str, max_trajectories: int) -> str:
         title=f"hermes-exp report: {Path(source).name}", source=source, runs=runs, charts=all_charts(runs),
         generated=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         plotly_js=plotly.offline.get_plotlyjs(), data_json=_json_for_script({"entries": entries}),
-        embedded=len(entries), total_tasks=total, capped=len(entries) < total, max_trajectories=max_trajectories)
+        embedded=len(entries), total_tasks=total, capped=len(entries) < total, max_trajectories=max_trajectories,
+        verified=any(run.verification for run in runs))
 
 
 def build_report(path: Path, out: Path | None = None,

@@ -180,6 +180,12 @@ class BwrapSandbox:
     def write_file(self, path: str, data: bytes) -> None:
         self._host.write_file(confine(WORKDIR, path), data)
 
+    def put_archive(self, data: bytes) -> None:
+        self._host.put_archive(data)
+
+    def get_archive(self, max_bytes: int | None = None) -> bytes | None:
+        return self._host.get_archive(max_bytes)
+
     def close(self) -> None:
         if self.closed:
             return

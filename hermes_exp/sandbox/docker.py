@@ -176,6 +176,25 @@ class DockerSandbox:
         except _engine_errors() as exc:
             raise SandboxError(f"cannot reach container {self.container_id[:12]}: {exc}") from exc
 
+    def put_archive(self, data: bytes) -> None:
+        """Unpack a tar (paths relative to the working directory) into the container's workdir."""
+        try:
+            self._api.put_archive(self.container_id, self.workdir, data)
+        except _engine_errors() as exc:
+            raise SandboxError(f"cannot copy files into container {self.container_id[:12]}: {exc}") from exc
+
+    def get_archive(self, max_bytes: int | None = None) -> bytes | None:
+        """The container's working directory as a tar with paths relative to it (None beyond `max_bytes`)."""
+        stat = self._stat(self.workdir)
+        if stat is None:
+            raise SandboxError(f"container {self.container_id[:12]} has no working directory {self.workdir}")
+        raw = bytearray()
+        for chunk in stat["_stream"]:
+            raw += chunk
+            if max_bytes is not None and len(raw) > max_bytes + (1 << 20):
+                return None
+        return _strip_top(bytes(raw))
+
     def close(self) -> None:
         if self.closed:
             return
@@ -185,6 +204,21 @@ class DockerSandbox:
             self.background.kill_all()
         finally:
             self._on_close()
+
+
+def _strip_top(raw: bytes) -> bytes:
+    """The engine names a directory's entries after it (`task/a.txt`): rebase them on the directory."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=io.BytesIO(raw)) as src, tarfile.open(fileobj=out, mode="w") as dst:
+        for member in src:
+            _, _, rest = member.name.partition("/")
+            if not rest:
+                continue
+            member.name = rest
+            if member.islnk():  # hard links name their target by its full archive path too
+                member.linkname = member.linkname.partition("/")[2]
+            dst.addfile(member, src.extractfile(member) if member.isfile() else None)
+    return out.getvalue()
 
 
 def _owner() -> str:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import io
+import os
 import shutil
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +64,26 @@ class LocalSandbox:
             raise ToolError(f"{path} is a directory")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
+
+    def put_archive(self, data: bytes) -> None:
+        """Unpack a tar (paths relative to the working directory) into it; nothing may land outside."""
+        try:
+            with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+                tar.extractall(self.root, filter="data")
+        except (tarfile.TarError, OSError) as exc:
+            raise SandboxError(f"cannot unpack files into {self.root}: {exc}") from exc
+
+    def get_archive(self, max_bytes: int | None = None) -> bytes | None:
+        """The working directory as an uncompressed tar (None when it holds more than `max_bytes`)."""
+        if max_bytes is not None:
+            size = sum(f.stat().st_size for f in self.root.rglob("*") if f.is_file() and not f.is_symlink())
+            if size > max_bytes:
+                return None
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for entry in sorted(os.listdir(self.root)):
+                tar.add(self.root / entry, arcname=entry)
+        return buf.getvalue()
 
     def close(self) -> None:
         """Kill whatever still runs (close may come from another thread on shutdown), remove the dir."""

@@ -6,6 +6,8 @@ the old file or the new one, never a torn line. An unchanged file is not touched
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from itertools import groupby
 from pathlib import Path
 from typing import Any
@@ -15,20 +17,25 @@ from hermes_exp.store.formats import write_formats
 from hermes_exp.store.ledger import Ledger
 from hermes_exp.store.sharegpt import system_mode, trajectory
 from hermes_exp.store.stats import StatsBuilder, dumps
+from hermes_exp.store.samples import Selection
 
 
-def _line(row: dict[str, Any], model: str, system: str) -> str:
-    result = json.loads(row["result"])
-    return json.dumps(trajectory(row, result, result.get("row", {}), model, system), ensure_ascii=False) + "\n"
+def _line(row: dict[str, Any], model: str, system: str, result: dict[str, Any],
+          score: dict[str, Any] | None) -> str:
+    return json.dumps(trajectory(row, result, result.get("row", {}), model, system, score), ensure_ascii=False) + "\n"
 
 
 EXPORT_VERSION = 2  # bump when the export code changes what it writes
+SPLITS = ("passed.jsonl", "failed.jsonl")
 
 
 def _stamp(ledger: Ledger, settings: dict[str, Any]) -> str:
+    outputs = settings.get("outputs") or {}
     used = [EXPORT_VERSION, settings["model"]["name"], settings["run_name"], settings["distribution"]["name"],
-            settings["batch_size"], (settings.get("outputs") or {}).get("formats"), system_mode(settings)]
-    return json.dumps([ledger.fingerprint(), ledger.meta("dataset_tasks"), used], default=str)
+            settings["batch_size"], outputs.get("formats"), system_mode(settings), settings.get("verifier"),
+            settings.get("samples_per_prompt", 1), settings.get("selection"), outputs.get("splits")]
+    scores = ledger.db.execute("SELECT COUNT(*), MAX(scored_at) FROM scores").fetchone()
+    return json.dumps([ledger.fingerprint(), ledger.meta("dataset_tasks"), list(scores), used], default=str)
 
 
 def export(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> dict[str, Any]:
@@ -46,14 +53,24 @@ def export(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> dict[str,
 def _export(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> dict[str, Any]:
     model, system = settings["model"]["name"], system_mode(settings)
     stats = StatsBuilder()
-    with atomic_writer(run_dir / "trajectories.jsonl") as out:
+    chosen = Selection(ledger, settings)
+    splits = bool((settings.get("outputs") or {}).get("splits"))
+    with atomic_writer(run_dir / "trajectories.jsonl") as out, _splits(run_dir, splits) as split:
         for row in ledger.rows():
-            result = json.loads(row["result"]) if row["state"] == "done" and row["result"] else None
-            stats.add(row, result)
-            if result is not None:
-                out.write(_line(row, model, system))
-    _write_batches(ledger, run_dir, model, system)
-    write_formats(ledger, run_dir, settings)
+            if not chosen.visible(row):
+                continue
+            result = json.loads(row["result"]) if row["state"] in ("done", "filtered") and row["result"] else None
+            score = chosen.score(row, result) if result is not None else None
+            stats.add(row, result if row["state"] == "done" else None, score)
+            if result is None:
+                continue
+            line = None
+            if row["state"] == "done" and chosen.keep(row, score):
+                out.write(line := _line(row, model, system, result, score))
+            if split is not None and _in_splits(row, score):
+                split[0 if score["passed"] else 1].write(line or _line(row, model, system, result, score))
+    _write_batches(ledger, run_dir, model, system, chosen)
+    write_formats(ledger, run_dir, settings, chosen)
     known = ledger.meta("dataset_tasks")
     statistics = stats.build(settings, ledger.invocations(), int(known) if known else None)
     with atomic_writer(run_dir / "statistics.json") as out:
@@ -61,15 +78,40 @@ def _export(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> dict[str
     return statistics
 
 
-def _write_batches(ledger: Ledger, run_dir: Path, model: str, system: str) -> None:
-    rows = ledger.rows(("done",), order="batch_num, prompt_index, key")
+def _in_splits(row: dict[str, Any], score: dict[str, Any] | None) -> bool:
+    """passed.jsonl / failed.jsonl: scored samples that pass the quality filters (kept, or dropped only
+    for failing verification), split by the verifier's verdict, whatever the selection."""
+    return (score is not None and score.get("passed") is not None
+            and (row["state"] == "done" or row["reason"] == "not_passed"))
+
+
+@contextmanager
+def _splits(run_dir: Path, wanted: bool) -> Iterator[tuple[Any, Any] | None]:
+    if not wanted:
+        for name in SPLITS:
+            (run_dir / name).unlink(missing_ok=True)
+        yield None
+        return
+    with atomic_writer(run_dir / SPLITS[0]) as passed, atomic_writer(run_dir / SPLITS[1]) as failed:
+        yield passed, failed
+
+
+def _write_batches(ledger: Ledger, run_dir: Path, model: str, system: str, chosen: Selection) -> None:
+    rows = (r for r in ledger.rows(("done",), order="batch_num, prompt_index, key") if chosen.visible(r))
     written: set[str] = set()
     for batch_num, group in groupby(rows, key=lambda r: r["batch_num"]):
+        lines = []
+        for row in group:
+            result = json.loads(row["result"])
+            score = chosen.score(row, result)
+            if chosen.keep(row, score):
+                lines.append(_line(row, model, system, result, score))
+        if not lines:
+            continue
         name = f"batch_{batch_num}.jsonl"
         written.add(name)
         with atomic_writer(run_dir / name) as out:
-            for row in group:
-                out.write(_line(row, model, system))
+            out.writelines(lines)
     for stale in run_dir.glob("batch_*.jsonl"):
         if stale.name not in written:
             stale.unlink()

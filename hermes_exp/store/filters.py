@@ -66,6 +66,16 @@ class ToolErrors:
         return None if failures <= self.max_failures else "tool_errors"
 
 
+class Verified:
+    """Keep only samples their verifier passed (a sample without a score is dropped too)."""
+
+    def __call__(self, result: dict[str, Any]) -> str | None:
+        score = result.get("score") or {}
+        if score.get("passed"):
+            return None
+        return "not_passed" if score.get("passed") is False else "not_verified"
+
+
 def build(filters_cfg: dict[str, Any] | None) -> list[Filter]:
     return [instantiate(rule) for rule in (filters_cfg or {}).get("rules") or []]
 

@@ -37,12 +37,13 @@ def chosen_formats(settings: dict[str, Any]) -> list[str]:
     return formats
 
 
-def write_formats(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> list[Path]:
-    """Write the extra formats chosen in the settings (after trajectories.jsonl); return their paths."""
+def write_formats(ledger: Ledger, run_dir: Path, settings: dict[str, Any], chosen: Any = None) -> list[Path]:
+    """Write the extra formats chosen in the settings (after trajectories.jsonl); return their paths.
+    `chosen` (a store.samples.Selection) decides which samples and gives each its score."""
     formats = chosen_formats(settings)
     written = []
     if "openai" in formats:
-        written.append(write_openai_messages(ledger, run_dir, settings["model"]["name"]))
+        written.append(write_openai_messages(ledger, run_dir, settings["model"]["name"], chosen))
     if "parquet" in formats:
         written.append(write_parquet(run_dir))
     return written
@@ -67,7 +68,8 @@ def openai_message(message: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def openai_record(row: dict[str, Any], result: dict[str, Any], model: str) -> dict[str, Any]:
+def openai_record(row: dict[str, Any], result: dict[str, Any], model: str,
+                  score: dict[str, Any] | None = None) -> dict[str, Any]:
     """One kept task as a chat fine-tuning record. `tools` (the tool list sent) is a JSON string:
     its nested JSON Schemas differ between toolsets, which no single table schema could hold."""
     extra = {k: v for k, v in (result.get("row") or {}).items() if k != "prompt"}
@@ -78,16 +80,23 @@ def openai_record(row: dict[str, Any], result: dict[str, Any], model: str) -> di
         "toolsets": toolsets,
         "prompt_index": row["prompt_index"],
         "metadata": {**extra, "key": row["key"], "batch_num": row["batch_num"], "model": model},
+        "sample": int(row.get("sample") or 0),
+        "reward": (score or {}).get("reward"),
+        "passed": (score or {}).get("passed"),
     }
 
 
-def write_openai_messages(ledger: Ledger, run_dir: Path, model: str = "") -> Path:
+def write_openai_messages(ledger: Ledger, run_dir: Path, model: str = "", chosen: Any = None) -> Path:
     """`trajectories.openai.jsonl`: one `{"messages": [...], "tools": "...", ...}` line per kept task."""
     path = run_dir / OPENAI_FILE
     with atomic_writer(path) as out:
         for row in ledger.rows(("done",)):
+            if chosen is not None and not chosen.visible(row):
+                continue
             result = json.loads(row["result"] or "{}")
-            out.write(json.dumps(openai_record(row, result, model), ensure_ascii=False) + "\n")
+            score = chosen.score(row, result) if chosen is not None else None
+            if chosen is None or chosen.keep(row, score):
+                out.write(json.dumps(openai_record(row, result, model, score), ensure_ascii=False) + "\n")
     return path
 
 

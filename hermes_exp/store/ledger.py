@@ -70,24 +70,24 @@ class Ledger:
         """key -> (state, error class) for every task this run has seen."""
         return {k: (s, c) for k, s, c in self.db.execute("SELECT key, state, error_class FROM tasks")}
 
-    def mark_running(self, key: str, index: int, prompt: str) -> None:
+    def mark_running(self, key: str, index: int, prompt: str, sample: int = 0) -> None:
         """Record that a task was dispatched. A `running` row left by a crash counts as not done."""
         now = time.time()
         with self.lock, self.db.conn:
             self.db.execute(
-                "INSERT INTO tasks (key, prompt_index, prompt, state, attempts, started_at, updated_at) "
-                "VALUES (?, ?, ?, 'running', 0, ?, ?) "
+                "INSERT INTO tasks (key, prompt_index, prompt, state, attempts, started_at, updated_at, sample) "
+                "VALUES (?, ?, ?, 'running', 0, ?, ?, ?) "
                 "ON CONFLICT(key) DO UPDATE SET state = 'running', started_at = excluded.started_at, "
                 "updated_at = excluded.updated_at",
-                [key, index, prompt, now, now])
+                [key, index, prompt, now, now, sample])
 
-    def reindex(self, indexed: list[tuple[int, str]]) -> None:
+    def reindex(self, indexed: list[tuple[int, str, int]]) -> None:
         """Keep prompt_index equal to each task's line in the current dataset file."""
         now = time.time()
         with self.lock, self.db.conn:
             self.db.conn.executemany(
                 "UPDATE tasks SET prompt_index = ?, updated_at = ? WHERE key = ? AND prompt_index IS NOT ?",
-                [(i, now, k, i) for i, k in indexed])
+                [(slot[0], now, slot[1], slot[0]) for slot in indexed])
 
     def set_selection(self, keys: list[str] | None) -> None:
         """The tasks a narrowed selection covers (None: the whole dataset). Exports and statistics read
@@ -122,9 +122,7 @@ class Ledger:
         """Commit one task's result. Finished tasks get the next slot of the current batch."""
         with self.lock:
             if row["state"] in FINAL_STATES:
-                batch, used = self._batch or (0, 0)
-                row["batch_num"] = batch
-                self._batch = (batch + 1, 0) if used + 1 >= batch_size else (batch, used + 1)
+                row["batch_num"] = self.next_batch(batch_size)
             previous = self.db.execute("SELECT attempts, spent_usd FROM tasks WHERE key = ?", [row["key"]]).fetchone()
             row["attempts"] = (previous[0] or 0) + row.pop("task_attempts", 1)
             # the row brings this dispatch's spend; the column keeps the sum over every attempt
@@ -142,6 +140,16 @@ class Ledger:
         digest = "b2:" + hashlib.blake2b(tools.encode(), digest_size=16).hexdigest()
         self.db.execute("INSERT OR IGNORE INTO tool_lists (hash, tools) VALUES (?, ?)", [digest, tools])
         return digest
+
+    def next_batch(self, batch_size: int) -> int:
+        """The batch number of the next task to finish (batches continue across invocations)."""
+        with self.lock:
+            if self._batch is None:
+                row = self.db.execute("SELECT COALESCE(MAX(batch_num), -1) FROM tasks").fetchone()
+                self._batch = (row[0] + 1, 0)
+            batch, used = self._batch
+            self._batch = (batch + 1, 0) if used + 1 >= batch_size else (batch, used + 1)
+            return batch
 
     def add_spend(self, key: str, usd: float, invocation: int | None = None) -> None:
         """Count money spent on a task whose result is not recorded (stopped by the budget, cancelled, or

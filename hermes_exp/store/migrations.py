@@ -92,6 +92,20 @@ def m007_spend_invocation(db: sqlite_utils.Database) -> None:
     db["tasks"].add_column("spend_invocation", int)
 
 
+@migration
+def m009_samples_and_scores(db: sqlite_utils.Database) -> None:
+    """`sample`: the task's number among samples_per_prompt; `archive`: its workdir archive (relative
+    to the run dir). `scores`: one verification per (task key, verifier identity), beside the result."""
+    db["tasks"].add_column("sample", int, not_null_default=0)
+    db["tasks"].add_column("archive", str)
+    db["tasks"].add_column("archive_bytes", int)
+    db["scores"].create(
+        {"key": str, "verifier": str, "kind": str, "reward": float, "passed": int, "details": str,
+         "seconds": float, "error": str, "api_calls": int, "cost_usd": float, "usage": str, "scored_at": float},
+        pk=("key", "verifier"))
+    db["scores"].create_index(["verifier"])
+
+
 def apply(db: sqlite_utils.Database) -> list[str]:
     """Apply pending migrations, each in its own transaction; return the names applied."""
     if "_migrations" not in db.table_names():

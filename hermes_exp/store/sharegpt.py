@@ -110,7 +110,9 @@ def with_system(turns: list[dict[str, str]], tools: list[dict[str, Any]], mode: 
 
 
 def trajectory(row: dict[str, Any], result: dict[str, Any], task_row: dict[str, Any], model: str,
-               system: str = "hermes") -> dict[str, Any]:
+               system: str = "hermes", score: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One ShareGPT row. `sample`, `reward` and `passed` are always there (null without a verifier),
+    so every row has one schema."""
     stats, errors = tool_stats(result.get("tool_calls", []))
     extra = {k: v for k, v in task_row.items() if k != "prompt"}
     timestamp = datetime.fromtimestamp(row["finished_at"], timezone.utc).isoformat(timespec="seconds")
@@ -127,4 +129,7 @@ def trajectory(row: dict[str, Any], result: dict[str, Any], task_row: dict[str, 
         "toolsets_used": list(result.get("toolsets", [])),
         "tool_stats": stats,
         "tool_error_counts": errors,
+        "sample": int(row.get("sample") or 0),
+        "reward": (score or {}).get("reward"),
+        "passed": (score or {}).get("passed"),
     }

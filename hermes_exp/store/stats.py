@@ -10,6 +10,7 @@ from typing import Any
 
 from hermes_exp.agent.reasoning import has_reasoning
 from hermes_exp.tools.registry import KNOWN_TOOLS
+from hermes_exp.verify.metrics import VerifyStats
 
 TOKEN_KEYS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens", "cache_write_tokens")
 
@@ -32,8 +33,12 @@ class StatsBuilder:
         self.stops: Counter[str] = Counter()
         self.lengths: list[int] = []  # tokens of each kept sample (its last call's prompt + completion)
         self.last_finished = 0.0
+        self.verification = VerifyStats()
 
-    def add(self, row: dict[str, Any], result: dict[str, Any] | None) -> None:
+    def add(self, row: dict[str, Any], result: dict[str, Any] | None, score: dict[str, Any] | None = None) -> None:
+        """`result`: the decoded raw result of a kept task (None otherwise); `score`: the sample's
+        score under the current verifier (None when not verified)."""
+        self.verification.add(row, score)
         self.states[row["state"]] += 1
         for key in TOKEN_KEYS:
             self.tokens[key] += row.get(key) or 0
@@ -105,6 +110,9 @@ class StatsBuilder:
             "discarded": dict(sorted(self.filtered.items())),
             "discarded_no_reasoning": self.filtered["no_reasoning"],
             "errors": dict(sorted(self.errors.items())),
+            "samples_per_prompt": int(settings.get("samples_per_prompt", 1) or 1),
+            "verification": self.verification.build(int(settings.get("samples_per_prompt", 1) or 1),
+                                                    str((settings.get("agent") or {}).get("kind", "model"))),
         }
 
 

@@ -1,0 +1,79 @@
+"""The ledger's `scores` table: one verification per (task key, verifier identity), beside the task's
+raw result (never inside it), so a new verifier re-scores offline and never re-runs an agent.
+Workdir archives for `command` re-verification live in `<run_dir>/archives/`, written here."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from hermes_exp.store.ledger import FINAL_STATES, Ledger
+
+ARCHIVE_DIR = "archives"
+
+
+def save_score(ledger: Ledger, key: str, score: dict[str, Any]) -> None:
+    usage = score.get("usage") or []
+    row = {"key": key, "verifier": score["verifier"], "kind": score.get("kind"), "reward": score.get("reward"),
+           "passed": None if score.get("passed") is None else int(bool(score["passed"])),
+           "details": score.get("details") or "", "seconds": score.get("seconds"), "error": score.get("error"),
+           "api_calls": len(usage), "cost_usd": sum(u.get("cost_usd") or 0.0 for u in usage),
+           "usage": json.dumps(usage), "scored_at": time.time()}
+    with ledger.lock, ledger.db.conn:
+        ledger.db["scores"].upsert(row, pk=("key", "verifier"), alter=False)
+
+
+def scores_for(ledger: Ledger, verifiers: Iterable[str]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(key, verifier) -> reward, passed, error, cost of every score under these verifier identities."""
+    wanted = sorted(set(verifiers))
+    if not wanted:
+        return {}
+    cursor = ledger.db.execute(
+        f"SELECT key, verifier, reward, passed, error, cost_usd, api_calls FROM scores "
+        f"WHERE verifier IN ({','.join('?' * len(wanted))})", wanted)
+    return {(k, v): {"reward": r, "passed": None if p is None else bool(p), "error": e, "cost_usd": c or 0.0,
+                     "api_calls": n or 0}
+            for k, v, r, p, e, c, n in cursor}
+
+
+def set_outcome(ledger: Ledger, key: str, state: str, reason: str | None = None, error_class: str | None = None,
+                error: str | None = None, batch_size: int = 10) -> None:
+    """A task's state after (re-)verification: done / filtered (given a batch slot if it has none yet),
+    or error class `verifier`."""
+    with ledger.lock:
+        row = ledger.db.execute("SELECT batch_num FROM tasks WHERE key = ?", [key]).fetchone()
+        batch = row[0] if row else None
+        if batch is None and state in FINAL_STATES:
+            batch = ledger.next_batch(batch_size)
+        with ledger.db.conn:
+            ledger.db.execute("UPDATE tasks SET state = ?, reason = ?, error_class = ?, error = ?, batch_num = ?, "
+                              "updated_at = ? WHERE key = ?",
+                              [state, reason, error_class, error, batch, time.time(), key])
+
+
+def archive_path(run_dir: Path, key: str) -> Path:
+    return run_dir / ARCHIVE_DIR / f"{key.split(':')[-1]}.tar.gz"
+
+
+def save_archive(ledger: Ledger, run_dir: Path, key: str, packed: bytes) -> str:
+    """Write a task's workdir archive atomically; record its path (relative to the run dir)."""
+    path = archive_path(run_dir, key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(packed)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    rel = str(path.relative_to(run_dir))
+    with ledger.lock, ledger.db.conn:
+        ledger.db.execute("UPDATE tasks SET archive = ?, archive_bytes = ? WHERE key = ?", [rel, len(packed), key])
+    return rel

@@ -1,0 +1,46 @@
+"""Reading scores back at export time: for each finished sample, its score under the verifier that the
+current config gives its row (scores under other verifiers stay in the ledger, unused)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hermes_exp.store.ledger import Ledger
+from hermes_exp.verify import registry
+from hermes_exp.verify.scoring import Scorer
+
+
+class ScoreBook:
+    """`get(task_row, result)` -> {"reward", "passed", "error", ...} or None (not verified / no score yet).
+    One primary-key lookup per sample; the verifier identity is cached per distinct row override."""
+
+    def __init__(self, ledger: Ledger, settings: dict[str, Any]) -> None:
+        self.ledger = ledger
+        self.scorer = Scorer(settings)
+        self._vids: dict[str, str | None] = {}
+
+    def vid(self, row: dict[str, Any]) -> str | None:
+        """The identity of the verifier this row gets now (None: not verified)."""
+        spec = json.dumps([row.get("verifier"), [row.get(k) for k in registry.ROW_OPTION_NAMES]],
+                          sort_keys=True, default=str)
+        if spec not in self._vids:
+            try:
+                cfg = registry.effective(self.scorer.options, self.scorer.chosen, row)
+            except Exception:
+                cfg = None
+            self._vids[spec] = registry.identity(cfg) if cfg else None
+        return self._vids[spec]
+
+    def get(self, key: str, row: dict[str, Any]) -> dict[str, Any] | None:
+        vid = self.vid(row)
+        if vid is None:
+            return None
+        found = self.ledger.db.execute(
+            "SELECT reward, passed, error, cost_usd, api_calls FROM scores WHERE key = ? AND verifier = ?",
+            [key, vid]).fetchone()
+        if found is None:
+            return {"verifier": vid, "reward": None, "passed": None, "error": None, "missing": True}
+        reward, passed, error, cost, calls = found
+        return {"verifier": vid, "reward": reward, "passed": None if passed is None else bool(passed),
+                "error": error, "cost_usd": cost or 0.0, "api_calls": calls or 0, "missing": False}

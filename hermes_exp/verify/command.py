@@ -1,0 +1,114 @@
+"""`verifier=command`: after the agent's last turn, copy the row's `tests` into the same sandbox (only
+now, so the agent never saw them) and run the row's `verify` command there.
+
+The reward follows Harbor's convention: exit status 0 -> 1.0, else 0.0, unless the command writes a
+number (`reward.txt`) or a JSON object `{"reward": ...}` (`reward.json`) to the reward directory:
+`logs/verifier/` relative to the working directory on local/bwrap, `/logs/verifier/` in a container.
+Whatever the agent left there is removed first.
+
+Row fields (the API a dataset adapter, e.g. Harbor task folders, builds on):
+  verify: str                       the shell command, run in the working directory (required)
+  tests:  {path: content} | folder  a map is written relative to the working directory; a folder
+                                    (absolute, or relative to the dataset file) is copied to
+                                    `<tests_dir>/` (default `tests/`), keeping file modes
+A Harbor task maps onto this as tests: "<task>/tests", verify: "bash tests/test.sh" (its test.sh writes
+/logs/verifier/reward.txt, the container reward path); scripts that expect the tests at /tests can start
+their verify with `mkdir -p /tests && cp -r tests/. /tests/ &&` in a container. Within one verification
+the order is: tests copied in, reward dir cleared, `verify` run (one exec), reward read.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+import uuid
+from typing import Any
+
+from hermes_exp.errors import HermesExpError
+from hermes_exp.sandbox.base import Sandbox
+from hermes_exp.verify.base import Verdict, VerifierFailed, VerifyContext, clip
+from hermes_exp.verify.files import put_files
+
+# One exec per verification (each exec costs a process spawn, or a `docker exec` round trip): clear the
+# reward directory, run `verify` in its own shell, then print its exit status and the reward file after
+# a marker with a fresh nonce, so nothing the command prints can pass for them.
+_SCRIPT = ('rm -rf {d} && mkdir -p {d} || {{ echo; echo "{m} prep"; exit 0; }}\n'
+           'sh -c {cmd}\n'
+           'code=$?\n'
+           'echo; echo "{m} exit $code"\n'
+           'if [ -f {d}/reward.json ]; then echo "{m} json"; cat {d}/reward.json; '
+           'elif [ -f {d}/reward.txt ]; then echo "{m} txt"; cat {d}/reward.txt; else echo "{m} none"; fi\n')
+
+
+class CommandVerifier:
+    """Runs `verify` in the sample's sandbox; `timeout_seconds` bounds it (a timeout is a verifier error)."""
+
+    needs_sandbox = True
+
+    def __init__(self, timeout_seconds: float = 120, tests_dir: str = "tests", reward_dir: str = "logs/verifier",
+                 container_reward_dir: str = "/logs/verifier", pass_threshold: float = 1.0,
+                 context: VerifyContext | None = None, **_: Any) -> None:
+        self.timeout = float(timeout_seconds)
+        self.tests_dir = str(tests_dir)
+        self.context = context or VerifyContext()
+        self.reward_dir = str(container_reward_dir if self.context.in_container else reward_dir)
+        self.pass_threshold = float(pass_threshold)
+
+    def row_problem(self, row: dict[str, Any]) -> str | None:
+        command = row.get("verify")
+        if not isinstance(command, str) or not command.strip():
+            return "verifier=command needs the row's \"verify\" command (and usually its \"tests\")"
+        return None
+
+    def verify(self, sandbox: Sandbox | None, row: dict[str, Any], result: dict[str, Any]) -> Verdict:
+        command = row.get("verify")
+        if sandbox is None:
+            raise VerifierFailed("verifier=command needs the sample's sandbox (re-score with verifier.keep_workdir=true)")
+        if not isinstance(command, str) or not command.strip():
+            raise VerifierFailed("the row has no `verify` command for verifier=command; add \"verify\": \"...\" "
+                                 "(and its \"tests\") to the row, or choose another verifier")
+        marker = f"@@hx-{uuid.uuid4().hex}"
+        script = _SCRIPT.format(d=shlex.quote(self.reward_dir), m=marker, cmd=shlex.quote(command))
+        try:
+            tests = row.get("tests")
+            put_files(sandbox, tests, self.context.base_dir, self.tests_dir if isinstance(tests, str) else "", "tests")
+            run = sandbox.exec(script, timeout=self.timeout)
+        except HermesExpError as exc:  # the sandbox broke, or the tests could not be copied in
+            raise VerifierFailed(f"{type(exc).__name__}: {exc}") from exc
+        output, exit_code, kind, text = _parse(run.output, marker, self.reward_dir)
+        if run.timed_out:
+            raise VerifierFailed(f"the verify command timed out after {self.timeout:g}s "
+                                 f"(verifier.timeout_seconds): {clip(output, 500)}")
+        if exit_code is None:
+            raise VerifierFailed(f"the verify command's exit status could not be read: {clip(output, 500)}")
+        reward = _reward(kind, text, exit_code)
+        return Verdict(reward, clip(f"exit {exit_code}; reward {reward:g}\n{output}"))
+
+
+def _parse(output: str, marker: str, reward_dir: str) -> tuple[str, int | None, str, str]:
+    """(the command's output, its exit status or None, reward kind json/txt/none, reward file text)."""
+    head, found, tail = output.rpartition(f"\n{marker} exit ")
+    if not found:
+        if f"{marker} prep" in output:
+            raise VerifierFailed(f"cannot prepare the reward directory {reward_dir}: {output.strip()[:300]}")
+        return output, None, "none", ""  # cut short (a timeout): the caller reports it
+    status, _, rest = tail.partition("\n")
+    kind_line, _, text = rest.partition("\n")
+    code = int(status.strip()) if status.strip().lstrip("-").isdigit() else None
+    return head.rstrip("\n"), code, kind_line.removeprefix(f"{marker} ").strip(), text
+
+
+def _reward(kind: str, text: str, exit_code: int) -> float:
+    """From reward.json, reward.txt, or (none) the exit status."""
+    if kind == "none":
+        return 1.0 if exit_code == 0 else 0.0
+    try:
+        value: Any = json.loads(text) if kind == "json" else float(text.strip())
+    except ValueError as exc:
+        raise VerifierFailed(f"the verify command wrote an unreadable reward.{kind}: {text.strip()[:200]!r}") from exc
+    if isinstance(value, dict):
+        value = value.get("reward")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise VerifierFailed(f"the reward file holds {text.strip()[:200]!r}, not a number or {{\"reward\": <number>}}")
+    return float(value)

@@ -1,0 +1,106 @@
+"""Files into and out of a sandbox: a row's `files` / `tests` / `solution_files` (a map path -> content,
+or a local folder) copied in as one tar, and the working directory archived (gzip, size-capped) and
+restored, so a `command` verifier can re-run in a fresh sandbox (`action=score`).
+
+Sandboxes that implement `put_archive(tar_bytes)` / `get_archive() -> tar_bytes` (local, bwrap,
+docker) take one call per copy and keep file modes; any other Sandbox gets one write_file per file."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import posixpath
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+from hermes_exp.errors import ConfigError, ToolError
+from hermes_exp.sandbox.base import Sandbox, confine
+
+FileSpec = dict[str, str] | str  # {relative path: text} or a folder (absolute, or relative to the dataset)
+
+
+def _resolve_folder(spec: str, base_dir: str, field: str) -> Path:
+    folder = Path(spec).expanduser()
+    if not folder.is_absolute():
+        folder = Path(base_dir) / folder
+    if not folder.is_dir():
+        raise ConfigError(f"row field `{field}` names the folder {folder}, which does not exist",
+                          f"give `{field}` as an existing folder (absolute, or relative to the dataset file) "
+                          "or as a map {\"path\": \"content\"}")
+    return folder
+
+
+def spec_tar(spec: FileSpec | None, base_dir: str, dest: str = "", field: str = "files") -> bytes:
+    """An uncompressed tar of the spec's files, paths relative to the sandbox's working directory
+    (under `dest`). Map entries starting with '#!' are executable; folders keep their modes."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        if isinstance(spec, str):
+            tar.add(_resolve_folder(spec, base_dir, field), arcname=dest or ".")
+        elif isinstance(spec, dict):
+            for path, content in spec.items():
+                _add_text(tar, posixpath.join(dest, confine("/", str(path))), content, field)
+        elif spec is not None:
+            raise ConfigError(f"row field `{field}` is a {type(spec).__name__}",
+                              f"give `{field}` as a map {{\"path\": \"content\"}} or a folder path")
+    return buf.getvalue()
+
+
+def _add_text(tar: tarfile.TarFile, path: str, content: Any, field: str) -> None:
+    if not isinstance(content, str):
+        raise ConfigError(f"row field `{field}`: the content of {path!r} is a {type(content).__name__}",
+                          "give every file's content as a string")
+    data = content.encode("utf-8")
+    info = tarfile.TarInfo(path)
+    info.size, info.mtime = len(data), int(time.time())
+    info.mode = 0o755 if content.startswith("#!") else 0o644
+    tar.addfile(info, io.BytesIO(data))
+
+
+def put_files(sandbox: Sandbox, spec: FileSpec | None, base_dir: str, dest: str = "", field: str = "files") -> int:
+    """Copy a spec into the sandbox; return how many files it held."""
+    if not spec:
+        return 0
+    data = spec_tar(spec, base_dir, dest, field)
+    put = getattr(sandbox, "put_archive", None)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        members = [m for m in tar.getmembers() if m.isfile()]
+        if put is None:
+            for member in members:
+                sandbox.write_file(member.name, tar.extractfile(member).read())
+    if put is not None:
+        put(data)
+    return len(members)
+
+
+def archive_workdir(sandbox: Sandbox, max_bytes: int) -> tuple[bytes | None, str]:
+    """The working directory as a .tar.gz, or (None, why) when the sandbox cannot archive or the
+    archive would exceed `max_bytes`."""
+    get = getattr(sandbox, "get_archive", None)
+    if get is None:
+        return None, f"{type(sandbox).__name__} cannot archive its working directory"
+    raw = get(max_bytes * 8)
+    if raw is None:
+        return None, f"the working directory is larger than {max_bytes * 8} bytes uncompressed"
+    packed = gzip.compress(raw, compresslevel=6, mtime=0)
+    if len(packed) > max_bytes:
+        return None, f"the archive ({len(packed)} bytes) exceeds verifier.archive_max_mb"
+    return packed, ""
+
+
+def restore_workdir(sandbox: Sandbox, packed: bytes) -> None:
+    """Unpack an archive made by archive_workdir into a fresh sandbox's working directory."""
+    raw = gzip.decompress(packed)
+    put = getattr(sandbox, "put_archive", None)
+    if put is not None:
+        put(raw)
+        return
+    with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
+        for member in tar.getmembers():
+            if member.isfile():
+                try:
+                    sandbox.write_file(member.name, tar.extractfile(member).read())
+                except ToolError:
+                    continue

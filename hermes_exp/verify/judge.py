@@ -1,0 +1,95 @@
+"""`verifier=judge`: an LLM judge, called through the same model client as the agent (retries, rate
+limit, pricing) with its own model config (`verifier.model`, `verifier.provider`). The prompt is a
+template filled with the rubric and the transcript; the reward is parsed from the answer. Its calls,
+tokens and cost are recorded with the sample's score and count against `budget.max_cost_usd`."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from typing import Any
+
+from hermes_exp.errors import ConfigError, ProviderError
+from hermes_exp.sandbox.base import Sandbox
+from hermes_exp.verify.base import Verdict, VerifierFailed, VerifyContext, clip, content_text, final_answer
+
+PLACEHOLDERS = ("rubric", "transcript", "prompt", "expected", "final_answer")
+
+
+def transcript(result: dict[str, Any], limit: int) -> str:
+    """The conversation as plain text for the judge (system turn left out), head and tail kept."""
+    lines = []
+    for message in result.get("messages") or []:
+        role = message.get("role")
+        if role == "system":
+            continue
+        text = content_text(message.get("content"))
+        if role == "assistant":
+            calls = [f"{(c.get('function') or {}).get('name')}({(c.get('function') or {}).get('arguments')})"
+                     for c in message.get("tool_calls") or []]
+            text += "".join(f"\n[calls {c}]" for c in calls)
+        label = f"tool {message.get('name')}" if role == "tool" else role
+        lines.append(f"[{label}]\n{text}")
+    return clip("\n\n".join(lines), limit)
+
+
+class JudgeVerifier:
+    needs_sandbox = False
+
+    def __init__(self, model: dict[str, Any], provider: dict[str, Any], prompt: str, rubric: str = "",
+                 reward_pattern: str = r"REWARD:\s*([-+]?\d*\.?\d+)", pass_threshold: float = 0.5,
+                 max_transcript_chars: int = 20000, context: VerifyContext | None = None, **_: Any) -> None:
+        self.model, self.provider = dict(model or {}), dict(provider or {})
+        self.template, self.rubric = str(prompt), str(rubric or "")
+        try:
+            self.pattern = re.compile(reward_pattern)
+        except re.error as exc:
+            raise ConfigError(f"verifier.reward_pattern={reward_pattern!r} is not a regular expression: {exc}",
+                              "give a pattern whose first group captures the number") from exc
+        self.pass_threshold = float(pass_threshold)
+        self.limit = int(max_transcript_chars)
+        self.context = context or VerifyContext()
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def client(self) -> Any:
+        """The judge's client, built on first use; it shares the run's budget with the agent's."""
+        with self._lock:
+            if self._client is None:
+                from hermes_exp.agent.model import ModelClient
+                from hermes_exp.settings import api_key
+
+                runtime = (self.context.settings or {}).get("runtime") or {}
+                url = self.model.get("base_url") or (runtime.get("base_url") if self.model.get("mock_server")
+                                                     else self.provider.get("base_url")) or runtime.get("base_url")
+                budget = getattr(getattr(self.context.runtime, "client", None), "budget", None)
+                key = api_key({"provider": self.provider, "model": self.model})
+                self._client = ModelClient(self.model, self.provider, url, key, workers=4, budget=budget)
+            return self._client
+
+    def request(self, row: dict[str, Any], result: dict[str, Any]) -> str:
+        values = {"rubric": str(row.get("rubric") or self.rubric), "transcript": transcript(result, self.limit),
+                  "prompt": str(row.get("prompt", "")), "final_answer": final_answer(result),
+                  "expected": json.dumps(row["expected"], ensure_ascii=False) if "expected" in row else ""}
+        text = self.template
+        for name in PLACEHOLDERS:
+            text = text.replace("{" + name + "}", values[name])
+        return text
+
+    def row_problem(self, row: dict[str, Any]) -> str | None:
+        return None  # the rubric falls back to verifier.rubric
+
+    def verify(self, sandbox: Sandbox | None, row: dict[str, Any], result: dict[str, Any]) -> Verdict:
+        try:
+            reply = self.client().complete([{"role": "user", "content": self.request(row, result)}], [])
+        except ProviderError as exc:
+            raise VerifierFailed(f"the judge's model call failed: {exc}", getattr(exc, "usage", None)) from exc
+        usage = [{**reply.usage, "served_by": reply.served_by, "attempts": reply.attempts}]
+        answer = content_text(reply.message.get("content"))
+        found = self.pattern.findall(answer)
+        if not found:
+            raise VerifierFailed(f"the judge's answer has no reward matching {self.pattern.pattern!r}: "
+                                 f"{clip(answer, 300)!r}", usage)
+        value = found[-1] if isinstance(found[-1], str) else found[-1][0]
+        return Verdict(float(value), clip(answer), usage)

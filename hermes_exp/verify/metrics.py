@@ -1,0 +1,141 @@
+"""Metrics a person can compare across models: mean reward with a 95% confidence interval, pass rate,
+the unbiased pass@k estimator (Chen et al. 2021) for every k <= samples_per_prompt, pass^k (all k
+samples pass, as in tau-bench), per-prompt pass rates, and the count of failed verifications."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+Z95 = 1.959963984540054
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """P(at least one of k samples drawn without replacement from n, c of them correct, passes)."""
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """P(all k samples drawn without replacement from n, c of them correct, pass)."""
+    return math.comb(c, k) / math.comb(n, k) if k <= n else 0.0
+
+
+def mean_ci(total: float, total_sq: float, n: int) -> tuple[float | None, float | None, float | None]:
+    """Mean and its normal-approximation 95% interval from running sums (None when n == 0)."""
+    if n == 0:
+        return None, None, None
+    mean = total / n
+    if n == 1:
+        return mean, None, None
+    var = max(0.0, (total_sq - n * mean * mean) / (n - 1))
+    half = Z95 * math.sqrt(var / n)
+    return mean, mean - half, mean + half
+
+
+class VerifyStats:
+    """Fed one ledger row (and its score) at a time; per-prompt counts are two integers per prompt."""
+
+    def __init__(self) -> None:
+        self.kinds: Counter[str] = Counter()
+        self.scored = self.passed = self.verifier_errors = self.unscored = 0
+        self.reward_sum = self.reward_sq = 0.0
+        self.cost_usd = 0.0
+        self.judge_calls = 0
+        self.per_prompt: dict[int, list[int]] = {}  # prompt_index -> [scored samples, passed samples]
+        self.archives = self.archive_bytes = 0
+        self.errored_prompts: set[int] = set()
+
+    def add(self, row: dict[str, Any], score: dict[str, Any] | None) -> None:
+        if row.get("archive"):
+            self.archives += 1
+            self.archive_bytes += row.get("archive_bytes") or 0
+        if row["state"] == "error" and row.get("error_class") == "verifier":
+            self.verifier_errors += 1
+            self.errored_prompts.add(int(row["prompt_index"]))
+            return
+        if score is None:
+            return
+        self.cost_usd += score.get("cost_usd") or 0.0
+        self.judge_calls += score.get("api_calls") or 0
+        if score.get("reward") is None:
+            self.unscored += 1
+            return
+        reward = float(score["reward"])
+        self.scored += 1
+        self.passed += bool(score.get("passed"))
+        self.reward_sum += reward
+        self.reward_sq += reward * reward
+        counts = self.per_prompt.setdefault(int(row["prompt_index"]), [0, 0])
+        counts[0] += 1
+        counts[1] += bool(score.get("passed"))
+
+    def broken(self, agent: str) -> list[dict[str, Any]]:
+        """Control runs: the tasks whose oracle fails (or cannot be verified) or whose nop passes."""
+        if agent == "oracle":
+            bad = {i for i, (n, c) in self.per_prompt.items() if c < n} | self.errored_prompts
+            why = "the oracle's solution does not pass"
+        elif agent == "nop":
+            bad, why = {i for i, (n, c) in self.per_prompt.items() if c > 0}, "passes without doing anything"
+        else:
+            return []
+        return [{"prompt_index": i, "line": i + 1, "why": why} for i in sorted(bad)]
+
+    def build(self, samples_per_prompt: int, agent: str = "model") -> dict[str, Any] | None:
+        if not (self.scored or self.verifier_errors or self.unscored):
+            return None
+        mean, lo, hi = mean_ci(self.reward_sum, self.reward_sq, self.scored)
+        return {
+            "scored": self.scored, "passed": self.passed,
+            "pass_rate": _round(self.passed / self.scored) if self.scored else None,
+            "mean_reward": _round(mean), "mean_reward_ci95": [_round(lo), _round(hi)],
+            "pass_at_k": self._over_prompts(pass_at_k, samples_per_prompt),
+            "pass_hat_k": self._over_prompts(pass_hat_k, samples_per_prompt),
+            "prompts": len(self.per_prompt),
+            "per_prompt_pass_rate": {str(i): _round(c / n) for i, (n, c) in sorted(self.per_prompt.items())},
+            "verifier_errors": self.verifier_errors,
+            "unscored": self.unscored,  # finished samples with no score under the current verifier yet
+            "judge_api_calls": self.judge_calls, "judge_cost_usd": round(self.cost_usd, 8),
+            "archives": self.archives, "archive_bytes": self.archive_bytes,  # workdirs kept for re-verification
+            "agent": agent, "broken_tasks": self.broken(agent),
+        }
+
+    def _over_prompts(self, fn: Any, samples: int) -> dict[str, float]:
+        """The estimator for each k <= samples, averaged over prompts that have at least k scored samples."""
+        out: dict[str, float] = {}
+        for k in range(1, max(1, samples) + 1):
+            values = [fn(n, c, k) for n, c in self.per_prompt.values() if n >= k]
+            if values:
+                out[str(k)] = _round(sum(values) / len(values))
+        return out
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
+
+
+def summary_line(v: dict[str, Any] | None) -> str:
+    """One line for the final summary: pass rate, mean reward with its interval, pass@k, errors."""
+    if not v:
+        return ""
+    parts = []
+    if v["scored"]:
+        parts.append(f"{v['passed']}/{v['scored']} passed ({100 * v['pass_rate']:.1f}%)")
+        lo, hi = v["mean_reward_ci95"]
+        parts.append(f"mean reward {v['mean_reward']:.3f}" + (f" [95% CI {lo:.3f}, {hi:.3f}]" if lo is not None else ""))
+        ks = v["pass_at_k"]
+        if len(ks) > 1:
+            parts.append(" ".join(f"pass@{k} {p:.3f}" for k, p in ks.items()))
+    if v["verifier_errors"]:
+        parts.append(f"{v['verifier_errors']} verification(s) failed (class verifier: the same command verifies them again)")
+    if v["unscored"]:
+        parts.append(f"{v['unscored']} not scored by the current verifier (action=score scores them)")
+    line = "  verified: " + ", ".join(parts)
+    if v.get("agent") in ("oracle", "nop"):
+        broken = v.get("broken_tasks") or []
+        lines = ", ".join(str(b["line"]) for b in broken[:20]) + (" ..." if len(broken) > 20 else "")
+        line += (f"\n  broken tasks (agent={v['agent']}): {len(broken)}" + (f", dataset lines {lines}" if broken else "")
+                 + (f" -- {broken[0]['why']}" if broken else ""))
+    return line

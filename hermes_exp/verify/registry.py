@@ -1,0 +1,78 @@
+"""Which verifier judges a sample: the run's `verifier` config, unless the dataset row names its own
+(`"verifier": "answer"` or `{"kind": "answer", "match": "numeric"}`), which wins. Each option of
+`conf/verifier/` is loaded once per run; the effective config of a sample hashes to its verifier
+identity, the second half of a score's key (scores are never part of the run identity)."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+
+from hermes_exp.dataset import canonical_json
+from hermes_exp.errors import ConfigError
+from hermes_exp.verify.base import Verifier, VerifyContext
+
+NONE = "none"
+# Keys that change how a verification runs, not what it concludes.
+NOT_IDENTITY = ("keep_workdir", "archive_on_error", "archive_max_mb", "timeout_seconds", "details_chars",
+                "description")
+# Row fields that override the verifier option of the same name (e.g. a row's own "match").
+ROW_OPTION_NAMES = ("match", "case_sensitive", "normalize_whitespace", "rel_tol", "abs_tol")
+JUDGE_MODEL_NOT_IDENTITY = ("api_key_env", "base_url", "timeout", "retry", "rate_limit", "pricing", "mock_server")
+
+
+def load_options(settings: dict[str, Any], conf_dir: Path) -> dict[str, dict[str, Any]]:
+    """name -> resolved config of every conf/verifier option; the run's own choice keeps its overrides."""
+    chosen = settings.get("verifier") or {"kind": NONE}
+    options: dict[str, dict[str, Any]] = {}
+    for path in sorted((conf_dir / "verifier").glob("*.yaml")):
+        raw = OmegaConf.load(path)
+        # Interpolations such as ${model} resolve against the run's settings.
+        merged = OmegaConf.merge(OmegaConf.create({k: v for k, v in settings.items() if k != "verifier"}),
+                                 {"verifier": raw})
+        options[path.stem] = OmegaConf.to_container(merged.verifier, resolve=True)
+    options[str(chosen.get("kind", NONE))] = copy.deepcopy(chosen)
+    return options
+
+
+def effective(options: dict[str, dict[str, Any]], chosen: str, row: dict[str, Any]) -> dict[str, Any] | None:
+    """The verifier config for one row, or None when the sample is not verified. Raises ConfigError
+    naming the valid choices when the row names an unknown verifier."""
+    spec = row.get("verifier", chosen)
+    overrides: dict[str, Any] = {}
+    if isinstance(spec, dict):
+        overrides = {k: v for k, v in spec.items() if k not in ("kind", "_target_")}
+        spec = spec.get("kind")
+    if not isinstance(spec, str) or spec not in options:
+        raise ConfigError(f"unknown verifier {spec!r}",
+                          f"name one of: {', '.join(sorted(options))} (conf/verifier/), e.g. \"verifier\": \"answer\"")
+    cfg = {**copy.deepcopy(options[spec]), **overrides}
+    if cfg.get("kind", spec) == NONE or not cfg.get("_target_"):
+        return None
+    cfg.update({k: row[k] for k in ROW_OPTION_NAMES if k in row and k in cfg})
+    return cfg
+
+
+def identity(cfg: dict[str, Any]) -> str:
+    """A verifier's identity: its effective config without the keys that only change how it runs."""
+    ident = {k: v for k, v in cfg.items() if k not in NOT_IDENTITY}
+    if isinstance(ident.get("model"), dict):
+        ident["model"] = {k: v for k, v in ident["model"].items() if k not in JUDGE_MODEL_NOT_IDENTITY}
+    digest = hashlib.blake2b(canonical_json(ident).encode(), digest_size=10).hexdigest()
+    return f"vf1:{cfg.get('kind', '?')}:{digest}"
+
+
+def build(cfg: dict[str, Any], context: VerifyContext) -> Verifier:
+    """Instantiate a verifier by its `_target_` (the run's context is passed, not configured)."""
+    try:
+        return instantiate({k: v for k, v in cfg.items() if k != "kind"}, _partial_=True, _convert_="all")(context=context)
+    except ConfigError:
+        raise
+    except Exception as exc:  # a bad option value: name it
+        raise ConfigError(f"verifier {cfg.get('kind')!r} cannot be built from its config: {exc}",
+                          "check the verifier.* keys (hermes-exp --cfg job shows them)") from exc

@@ -1,0 +1,134 @@
+"""Running verifiers in a worker: which verifier a row gets (cached per identity), the timed, guarded
+call that turns its verdict or failure into a Score, and the workdir archive taken before a `command`
+verification (kept with `verifier.keep_workdir=true`, or when the verification failed, so a later
+invocation can verify again in a fresh sandbox without re-running the agent)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hermes_exp.sandbox.base import Sandbox
+from hermes_exp.verify import registry
+from hermes_exp.verify.base import Score, Verifier, VerifierFailed, VerifyContext, clip
+from hermes_exp.verify.files import archive_workdir, restore_workdir
+
+MB = 1 << 20
+
+
+@dataclass
+class Plan:
+    """How one sample is verified: the effective config, its identity and the built verifier."""
+
+    cfg: dict[str, Any]
+    vid: str
+    verifier: Verifier
+
+    @property
+    def kind(self) -> str:
+        return str(self.cfg.get("kind", "?"))
+
+    @property
+    def needs_sandbox(self) -> bool:
+        return bool(getattr(self.verifier, "needs_sandbox", False))
+
+    def archive_policy(self) -> tuple[bool, bool]:
+        """(take an archive before verifying, keep it even when the verification succeeds)."""
+        keep = bool(self.cfg.get("keep_workdir"))
+        return self.needs_sandbox and (keep or bool(self.cfg.get("archive_on_error", True))), keep
+
+
+class Scorer:
+    """Per process and run (held by the worker's Runtime). `settings["runtime"]["verifiers"]` holds
+    every conf/verifier option, loaded by the parent (registry.load_options)."""
+
+    def __init__(self, settings: dict[str, Any], runtime: Any = None) -> None:
+        self.options = (settings.get("runtime") or {}).get("verifiers") or {}
+        self.chosen = str((settings.get("verifier") or {}).get("kind", registry.NONE))
+        if self.chosen not in self.options:
+            self.options = {**self.options, self.chosen: settings.get("verifier") or {"kind": registry.NONE}}
+        dataset = (settings.get("dataset") or {}).get("path")
+        self.context = VerifyContext(base_dir=str(Path(dataset).expanduser().parent) if dataset else ".",
+                                     in_container=(settings.get("sandbox") or {}).get("kind") == "docker",
+                                     runtime=runtime, settings=settings)
+        self._built: dict[str, Verifier] = {}
+        self._lock = threading.Lock()
+
+    def plan(self, row: dict[str, Any]) -> Plan | None:
+        """The row's verification, or None when it is not verified. Raises ConfigError for a bad row."""
+        cfg = registry.effective(self.options, self.chosen, row)
+        if cfg is None:
+            return None
+        vid = registry.identity(cfg)
+        with self._lock:
+            if vid not in self._built:
+                self._built[vid] = registry.build(cfg, self.context)
+            return Plan(cfg, vid, self._built[vid])
+
+
+def score_cost(score: dict[str, Any] | None) -> float:
+    """What a verification spent on model calls (a judge's), in USD."""
+    return sum(u.get("cost_usd") or 0.0 for u in (score or {}).get("usage") or [])
+
+
+def run_plan(plan: Plan, sandbox: Sandbox | None, row: dict[str, Any], result: dict[str, Any]) -> Score:
+    """Verify one sample; a verifier that raises (or cannot judge) gives a Score with `error` set."""
+    started = time.monotonic()
+    score = Score(verifier=plan.vid, kind=plan.kind)
+    try:
+        verdict = plan.verifier.verify(sandbox, row, result)
+        score.reward, score.details, score.usage = float(verdict.reward), verdict.details, list(verdict.usage)
+        score.passed = score.reward >= float(getattr(plan.verifier, "pass_threshold", 1.0))
+    except VerifierFailed as exc:
+        score.error, score.usage = str(exc), list(exc.usage)
+    except Exception as exc:  # a verifier's bug fails its own verification, never the task's result
+        score.error = clip(f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}")
+    score.seconds = round(time.monotonic() - started, 4)
+    return score
+
+
+def verify_in_sandbox(plan: Plan, sandbox: Sandbox, row: dict[str, Any],
+                      result: dict[str, Any]) -> tuple[Score, bytes | None, str]:
+    """Archive the workdir first when the policy says so, then verify. Returns the score, the archive
+    to keep (or None) and a note on why none was kept when one was wanted."""
+    take, keep = plan.archive_policy()
+    packed, note = None, ""
+    if take:
+        try:
+            packed, note = archive_workdir(sandbox, int(float(plan.cfg.get("archive_max_mb", 50)) * MB))
+        except Exception as exc:  # an archive is a convenience: it never fails the sample
+            note = f"{type(exc).__name__}: {exc}"
+    score = run_plan(plan, sandbox, row, result)
+    if not keep and score.error is None:
+        packed = None
+    return score, packed, note
+
+
+def reverify_sample(scorer: Scorer, sandboxes: Any, item: dict[str, Any]) -> Score | None:
+    """Verify a finished sample again without its agent: from the ledger alone, or (a `command`
+    verifier) in a fresh sandbox of the same kind and image, restored from the workdir archive."""
+    row, result = item["row"], item["result"]
+    try:
+        plan = scorer.plan(row)
+    except Exception as exc:
+        return Score(verifier="?", kind=str(row.get("verifier") or scorer.chosen), error=str(exc))
+    if plan is None:
+        return None
+    if not plan.needs_sandbox:
+        return run_plan(plan, None, row, result)
+    if not item.get("archive"):
+        return Score(verifier=plan.vid, kind=plan.kind, error=(
+            "no archive of this sample's working directory, so verifier=command cannot run again without "
+            "the agent; run with verifier.keep_workdir=true to keep archives (resume.redo_all=true re-runs agents)"))
+    sandbox = sandboxes.open(item["key"], row)
+    try:
+        restore_workdir(sandbox, item["archive"])
+        return run_plan(plan, sandbox, row, result)
+    except Exception as exc:
+        return Score(verifier=plan.vid, kind=plan.kind, error=f"cannot restore the workdir archive: {exc}")
+    finally:
+        sandbox.close()
