@@ -17,7 +17,7 @@ from test_providers import FAST_RETRY
 from hermes_exp.mock_server import MockServer
 from hermes_exp.redact import Redactor
 
-KEY = "sk-or-v1-TOPSECRET-7f3a9c1e5b"
+KEY = "hx-fake-key-TOPSECRET-7f3a9c1e5b"  # made up; not shaped like a real provider key
 ENV = {"OPENROUTER_API_KEY": KEY}
 MARK = "[REDACTED:$OPENROUTER_API_KEY]"
 
