@@ -76,11 +76,12 @@ def _report_status(code: int) -> None:
 
 
 def main() -> None:
-    if any(a in ("--list-distributions", "--list_distributions", "--list-toolsets") for a in sys.argv[1:]):
-        from hermes_exp.listing import print_listing
+    flags = ("--list-distributions", "--list_distributions", "--list-toolsets")
+    if any(a in flags for a in sys.argv[1:]):
+        from hermes_exp.listing import main as listing
 
-        print_listing(config_dir())
-        return
+        register_resolvers()
+        sys.exit(listing(config_dir(), [a for a in sys.argv[1:] if a not in flags]))
     register_resolvers()
     started = time.time()
     fd, status_file = tempfile.mkstemp(prefix="hermes-exp-status-")

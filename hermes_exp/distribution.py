@@ -7,20 +7,16 @@ import random
 from collections.abc import Mapping
 
 from hermes_exp.errors import ConfigError
-from hermes_exp.tools.registry import TOOLSETS
 
 
 def validate(name: str, toolsets: Mapping[str, object]) -> dict[str, float]:
-    """Check a distribution from config; return toolset -> probability in percent."""
+    """Check a distribution's probabilities; return toolset -> probability in percent. Whether each
+    toolset exists and can be used is the registry's business (tools/readiness.py)."""
     if not toolsets:
         raise ConfigError(f"distribution {name!r} lists no toolsets",
-                          f"give it at least one of: {', '.join(TOOLSETS)}")
+                          "give it at least one toolset, e.g. distribution.toolsets={terminal: 100}")
     checked: dict[str, float] = {}
     for toolset, prob in toolsets.items():
-        if toolset not in TOOLSETS:
-            raise ConfigError(
-                f"distribution {name!r}: unknown toolset {toolset!r} (at distribution.toolsets.{toolset})",
-                f"use one of the known toolsets: {', '.join(TOOLSETS)}")
         if isinstance(prob, bool) or not isinstance(prob, (int, float)) or not 0 <= prob <= 100:
             raise ConfigError(
                 f"distribution {name!r}: probability of {toolset!r} is {prob!r}, not a number from 0 to 100",

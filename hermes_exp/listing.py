@@ -1,4 +1,5 @@
-"""`hermes-exp --list-distributions`: the shipped distributions and the toolsets with their tools."""
+"""`hermes-exp --list-distributions [overrides]`: the shipped distributions, and every toolset with its
+tools and whether its backend is configured for the composed config (e.g. with `model=sonnet`)."""
 
 from __future__ import annotations
 
@@ -6,16 +7,54 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from hermes_exp.tools.registry import TOOLSETS
+from hermes_exp.errors import HermesExpError
+from hermes_exp.tools.readiness import uses_mock
+from hermes_exp.tools.registry import Registry
 
 
-def print_listing(conf_dir: Path) -> None:
+def compose_settings(conf_dir: Path, overrides: list[str]) -> dict:
+    """The run config as `hermes-exp OVERRIDES` would resolve it (without starting a run)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import open_dict
+
+    from hermes_exp.settings import to_plain
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(conf_dir), version_base=None):
+        cfg = compose(config_name="config", overrides=overrides, return_hydra_config=True)
+    HydraConfig.instance().set_config(cfg)  # `${hydra:...}` resolves as in a run
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return to_plain(cfg)
+
+
+def print_listing(conf_dir: Path, overrides: list[str] | None = None) -> None:
     print("Distributions (toolset: probability %; each drawn independently, at least one always):")
     for path in sorted((conf_dir / "distribution").glob("*.yaml")):
         dist = OmegaConf.load(path)
         sets = ", ".join(f"{ts}: {p:g}" for ts, p in dist.toolsets.items())
-        print(f"  {path.stem:<16} {sets}   ({dist.get('description', '')})")
-    print("\nToolsets and their tools:")
-    for name, tools in TOOLSETS.items():
-        print(f"  {name:<16} {', '.join(tools)}")
-    print("\nChoose one with distribution=NAME; add your own as conf/distribution/NAME.yaml.")
+        print(f"  {path.stem:<15} {sets}   ({dist.get('description', '')})")
+    settings = compose_settings(conf_dir, overrides or [])
+    registry = Registry.from_settings(settings)
+    mock = uses_mock(settings)
+    model = (settings.get("model") or {}).get("name", "?")
+    print(f"\nToolsets and their tools (backend status for model={model}):")
+    for name, toolset in registry.toolsets.items():
+        reasons = [f"{tool}: {why}" for tool, t in toolset.tools.items() if (why := t.missing(mock))]
+        status = "NOT CONFIGURED: " + "; ".join(reasons) if reasons else "ready"
+        print(f"  {name:<15} {', '.join(toolset.tools)}\n  {'':<15} {toolset.description}; {status}")
+    if mock:
+        print("  (model=mock: the built-in mock server stands in for every tool backend left unset)")
+    print("\nChoose one with distribution=NAME; add your own as conf/distribution/NAME.yaml. A real model's "
+          "status: hermes-exp --list-distributions model=sonnet")
+
+
+def main(conf_dir: Path, overrides: list[str]) -> int:
+    try:
+        print_listing(conf_dir, overrides)
+    except HermesExpError as exc:
+        print(f"error: {exc}")
+        return 2
+    return 0

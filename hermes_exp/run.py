@@ -80,6 +80,7 @@ def ledger_row(result: dict[str, Any], filters: list[filters_mod.Filter],
     """Map a worker's result (its verification already taken out) to its ledger row, deciding done /
     filtered / error; a failed verification is error class `verifier`."""
     usage = result.get("usage") or []
+    tool_usage = result.get("tool_model_calls") or []
     tools = result.pop("tools", None)  # kept once per distinct list in the ledger, not in every result
     row = {
         "key": result["key"], "prompt_index": result["index"], "prompt": result["row"]["prompt"],
@@ -95,7 +96,7 @@ def ledger_row(result: dict[str, Any], filters: list[filters_mod.Filter],
         "cache_write_tokens": sum(u.get("cache_write_tokens") or 0 for u in usage),
         "stop_reason": result.get("stop_reason"),
         "context_tokens": (usage[-1].get("prompt_tokens", 0) + usage[-1].get("completion_tokens", 0)) if usage else 0,
-        "cost_usd": sum(u.get("cost_usd") or 0.0 for u in usage),
+        "cost_usd": sum(u.get("cost_usd") or 0.0 for u in usage + tool_usage),
         "spent_usd": result.get("spent_usd") or 0.0,  # every in-run attempt; the ledger adds earlier ones
     }
     if tools is not None:

@@ -12,14 +12,15 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from hermes_exp.dataset import canonical_json
-from hermes_exp.distribution import validate
 from hermes_exp.errors import ConfigError, MissingApiKeyError
 
 FORMAT_VERSION = 1
 # Config that changes what a run produces. Everything else (workers, batch size, paths, retry
 # counts, progress, key names, endpoints) may change between invocations of one run.
 IDENTITY_KEYS = ["model", "provider", "distribution", "sandbox", "max_turns", "system_prompt",
-                 "ephemeral_system_prompt", "prefill_messages", "seed", "tools"]
+                 "ephemeral_system_prompt", "prefill_messages", "seed", "tools", "toolsets"]
+# Inside `toolsets`, at any depth: where a backend is and how it is reached, not what it does.
+TOOLSET_NOT_IDENTITY = {"url", "base_url", "api_key_env", "timeout", "description"}
 NOT_IDENTITY = {
     "model": ["api_key_env", "base_url", "timeout", "retry", "rate_limit", "pricing", "mock_server.latency_ms",
               "mock_server.fail_rate", "mock_server.faults", "mock_server.usage_cost", "mock_server.provider_name", "cache_control",
@@ -46,6 +47,14 @@ def _drop(tree: dict[str, Any], dotted: str) -> None:
     tree.pop(leaf, None)
 
 
+def _without_keys(tree: Any, keys: set[str]) -> Any:
+    if isinstance(tree, dict):
+        return {k: _without_keys(v, keys) for k, v in tree.items() if k not in keys}
+    if isinstance(tree, list):
+        return [_without_keys(v, keys) for v in tree]
+    return tree
+
+
 def identity_config(settings: dict[str, Any]) -> dict[str, Any]:
     """The part of the settings that decides results (with the prefill file's content, not path)."""
     ident = {key: copy.deepcopy(settings.get(key)) for key in IDENTITY_KEYS}
@@ -53,6 +62,7 @@ def identity_config(settings: dict[str, Any]) -> dict[str, Any]:
         for dotted in keys:
             if isinstance(ident.get(group), dict):
                 _drop(ident[group], dotted)
+    ident["toolsets"] = _without_keys(ident.get("toolsets") or {}, TOOLSET_NOT_IDENTITY)
     ident["prefill_messages"] = load_prefill(settings.get("prefill_messages"))
     limits = settings.get("limits") or {}
     if any(v is not None for v in limits.values()):  # unset limits leave earlier runs' identities as they were
@@ -102,9 +112,10 @@ def load_prefill(path: str | None) -> list[dict[str, Any]]:
 
 
 def check(settings: dict[str, Any]) -> dict[str, float]:
-    """Validate what must be right before any work; return the validated distribution."""
-    dist = settings.get("distribution") or {}
-    toolsets = validate(dist.get("name", "?"), dist.get("toolsets") or {})
+    """Validate what must be right before any work; return the distribution the run draws from."""
+    from hermes_exp.tools.readiness import drawable
+    from hermes_exp.tools.registry import Registry
+
     for key in ("max_turns", "num_workers", "batch_size"):
         value = settings.get(key)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -120,7 +131,7 @@ def check(settings: dict[str, Any]) -> dict[str, float]:
 
     check_config(settings)
     api_key(settings)
-    return toolsets
+    return drawable(settings, Registry.from_settings(settings), warn=True)
 
 
 def api_key(settings: dict[str, Any]) -> str:

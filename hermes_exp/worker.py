@@ -20,7 +20,10 @@ from hermes_exp.distribution import draw
 from hermes_exp.errors import HermesExpError, ProviderError, SandboxError
 from hermes_exp.redact import Redactor, secret_names, wipe_environ_block
 from hermes_exp.settings import load_prefill
-from hermes_exp.tools.registry import tool_schemas
+from hermes_exp.tools.base import Resources
+from hermes_exp.tools.readiness import drawable, services_url
+from hermes_exp.tools.registry import Registry
+from hermes_exp.tools.toolbox import Toolbox
 from hermes_exp.verify.base import Score
 from hermes_exp.verify.prepare import prepare
 from hermes_exp.verify.scoring import Scorer, reverify_sample, run_plan, score_cost, verify_in_sandbox
@@ -33,7 +36,8 @@ _in_flight = 0
 
 
 class Runtime:
-    """What a process builds once per run and shares across its tasks: client, sandbox factory."""
+    """What a process builds once per run and shares across its tasks: client, sandbox factory, the
+    tool registry and the tools' shared resources (opened lazily, closed by `release`)."""
 
     def __init__(self, settings: dict[str, Any]) -> None:
         runtime = settings["runtime"]
@@ -41,11 +45,25 @@ class Runtime:
         # the key is read: from now on a tool command reading /proc/$PPID/environ finds it blanked
         wipe_environ_block(secret_names(settings))
         self.sandboxes = instantiate(settings["sandbox"], run_id=runtime["run_id"], _convert_="all")
-        self.toolsets = {str(k): float(v) for k, v in settings["distribution"]["toolsets"].items()}
+        self.registry = Registry.from_settings(settings)
+        self.toolsets = drawable(settings, self.registry)
+        self.resources = Resources()
+        self.services = services_url(settings)
+        self.limits = settings.get("tools") or {}
         self.prefix = _prefix(settings)
         self.process = uuid.uuid4().hex[:12]  # names this process's figures in results (pids repeat across hosts)
         self.scorer = Scorer(settings, self)
         self.setup_timeout = float(settings.get("setup_timeout") or 300)
+        self.settings = settings
+
+    def toolbox(self, sandbox: Any, client: Any) -> Toolbox:
+        return Toolbox(self.registry, sandbox, self.limits, self.resources, self.services, client, self.settings)
+
+    def close(self) -> None:
+        try:
+            self.resources.close()
+        finally:
+            self.sandboxes.shutdown()
 
 
 def _prefix(settings: dict[str, Any]) -> list[dict[str, Any]]:
@@ -66,7 +84,7 @@ def release(run_id: str) -> None:
     with _LOCK:
         runtime = _RUNTIMES.pop(run_id, None)
     if runtime is not None:
-        runtime.sandboxes.shutdown()
+        runtime.close()
 
 
 def limiter_figures(settings: dict[str, Any]) -> dict[str, Any] | None:
@@ -139,7 +157,7 @@ def _attempt(settings: dict[str, Any], task: Task) -> dict[str, Any]:
         client = runtime.client.for_task(task.key)  # counts this task's spend against budget.max_task_cost_usd
         toolsets = draw(runtime.toolsets, int(settings["seed"]), task.key)
         result["toolsets"] = toolsets
-        tools = tool_schemas(toolsets)
+        tools = runtime.registry.schemas(toolsets)
         result["tools"] = tools  # the list really sent: ShareGPT's <tools> block and `tools` column
         result["tools_offered"] = [t["function"]["name"] for t in tools]
         _session(runtime, client, task, tools, settings, result)
@@ -165,26 +183,38 @@ def _attempt(settings: dict[str, Any], task: Task) -> dict[str, Any]:
 
 def _session(runtime: Runtime, client: Any, task: Task, tools: list[dict[str, Any]], settings: dict[str, Any],
              result: dict[str, Any]) -> None:
-    """Sandbox open -> fixtures -> agent -> (verifier in the sandbox) -> close -> (verifier outside)."""
+    """Sandbox open -> fixtures -> agent -> (verifier in the sandbox) -> tools' and sandbox's close
+    -> (verifier outside)."""
     plan = runtime.scorer.plan(task.row)
     sandbox = runtime.sandboxes.open(task.key, task.row)
+    toolbox = None
     try:
         prepare(sandbox, task.row, runtime.scorer.context.base_dir, runtime.setup_timeout)
-        kind = agent_kind(settings)
-        if kind == "oracle":
-            outcome = run_oracle(sandbox, settings, task.row, runtime.scorer.context.base_dir)
-        elif kind == "nop":
-            outcome = run_nop(settings, task.row)
-        else:
-            outcome = run_agent(client, sandbox, task.row["prompt"], tools, settings, list(runtime.prefix), CANCEL)
-        result.update(_finished(outcome))
+        toolbox = runtime.toolbox(sandbox, client)
+        result.update(_finished(_agent(runtime, client, toolbox, sandbox, task, tools, settings)))
         if plan is not None and plan.needs_sandbox:
             score, archive, note = verify_in_sandbox(plan, sandbox, task.row, result)
             result.update(score=score.to_dict(), archive=archive, archive_note=note)
     finally:
-        sandbox.close()
+        try:
+            if toolbox is not None:
+                toolbox.close()  # the task's own tool resources go before its sandbox
+                if toolbox.model_calls:  # vision calls: recorded and counted in the cost
+                    result["tool_model_calls"] = toolbox.model_calls
+        finally:
+            sandbox.close()
     if plan is not None and not plan.needs_sandbox:
         result["score"] = run_plan(plan, None, task.row, result).to_dict()
+
+
+def _agent(runtime: Runtime, client: Any, toolbox: Toolbox, sandbox: Any, task: Task,
+           tools: list[dict[str, Any]], settings: dict[str, Any]) -> Outcome:
+    kind = agent_kind(settings)
+    if kind == "oracle":
+        return run_oracle(sandbox, settings, task.row, runtime.scorer.context.base_dir)
+    if kind == "nop":
+        return run_nop(settings, task.row)
+    return run_agent(client, toolbox, task.row["prompt"], tools, settings, list(runtime.prefix), CANCEL)
 
 
 def _finished(outcome: Outcome) -> dict[str, Any]:

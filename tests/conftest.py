@@ -52,5 +52,15 @@ def done_rows(db: Path) -> int:
         return 0
 
 
+def known_tools(*overrides: str) -> list[str]:
+    """The tools a run of the shipped config knows (the keys of every row's tool_stats)."""
+    from hermes_exp.cli import config_dir, register_resolvers
+    from hermes_exp.listing import compose_settings
+    from hermes_exp.tools.registry import Registry
+
+    register_resolvers()
+    return Registry.from_settings(compose_settings(config_dir(), list(overrides))).known_tools
+
+
 def request_count(path: Path) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import read_jsonl, request_count, run_cli, write_dataset
+from conftest import known_tools, read_jsonl, request_count, run_cli, write_dataset
 
-from hermes_exp.tools.registry import KNOWN_TOOLS
+KNOWN_TOOLS = known_tools()
 
 ROW_KEYS = {"prompt_index", "conversations", "tools", "metadata", "completed", "partial", "api_calls",
             "toolsets_used", "tool_stats", "tool_error_counts", "sample", "reward", "passed"}

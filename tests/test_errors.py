@@ -55,7 +55,11 @@ def test_missing_api_key_names_the_variable(tmp_path: Path) -> None:
 
 
 def test_unknown_toolset_and_bad_probability(tmp_path: Path) -> None:
-    _fails(run_cli(tmp_path, "+distribution.toolsets.web=50"), "unknown toolset 'web'", "terminal, file")
+    env = {"HX_FAKE_KEY": "sk-fake"}  # a real (non-mock) model: an undefined toolset is refused at start-up
+    real = ["model=sonnet", "provider.api_key_env=HX_FAKE_KEY", "distribution=terminal_only"]
+    _fails(run_cli(tmp_path, *real, "+distribution.toolsets.webb=50", env=env),
+           "distribution 'terminal_only'", "webb: no such toolset", "terminal, file", "distribution.toolsets.webb=0")
+    assert not (tmp_path / "outputs" / "demo" / "ledger.db").exists()
     _fails(run_cli(tmp_path, "distribution.toolsets.terminal=150"), "150", "between 0 and 100")
 
 

@@ -13,7 +13,11 @@ from hermes_exp.errors import ToolError
 from hermes_exp.sandbox.base import TRUNCATION_MARKER, confine, truncate
 from hermes_exp.sandbox.local import LocalSandboxFactory
 from hermes_exp.store.sharegpt import conversations, gpt_value
-from hermes_exp.tools.registry import call_tool, is_failure
+from hermes_exp.tools.base import Resources
+from hermes_exp.tools.files import FileTool
+from hermes_exp.tools.registry import Registry, Toolset, is_failure
+from hermes_exp.tools.terminal import Terminal
+from hermes_exp.tools.toolbox import Toolbox
 
 
 def test_draw_frequencies_follow_probabilities() -> None:
@@ -69,10 +73,14 @@ def sandbox(tmp_path: Path):
 def test_tools_through_the_registry(sandbox) -> None:
     offered = ["terminal", "read_file", "write_file", "patch", "search_files"]
     limits = {"terminal_timeout": 5, "max_output_chars": 1000}
+    registry = Registry([Toolset("terminal", tools={"terminal": Terminal()}),
+                         Toolset("file", tools={n: FileTool(n) for n in offered[1:]})])
+    toolbox = Toolbox(registry, sandbox, limits, Resources())
+    call_tool = lambda name, raw, offered: toolbox.call(name, raw, offered)  # noqa: E731
 
     def call(name: str, args) -> dict:
         raw = args if isinstance(args, str) else json.dumps(args)
-        return json.loads(call_tool(sandbox, name, raw, offered, limits)[0])
+        return json.loads(call_tool(name, raw, offered)[0])
 
     assert call("write_file", {"path": "d/x.txt", "content": "alpha\nbeta\n"})["error"] is None
     assert "2|beta" in call("read_file", {"path": "d/x.txt"})["content"]
@@ -85,9 +93,9 @@ def test_tools_through_the_registry(sandbox) -> None:
     assert slow["exit_code"] == 124 and "timed out" in slow["error"]
     big = call("terminal", {"command": "seq 1 100000"})
     assert "output truncated" in big["output"] and len(big["output"]) < 400
-    content, valid = call_tool(sandbox, "browser", "{}", offered, limits)
+    content, valid = call_tool("browser", "{}", offered)
     assert not valid and "terminal, read_file" in json.loads(content)["error"]
-    content, valid = call_tool(sandbox, "terminal", "{not json", offered, limits)
+    content, valid = call_tool("terminal", "{not json", offered)
     assert not valid and "not valid JSON" in json.loads(content)["error"]
 
 

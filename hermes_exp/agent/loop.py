@@ -10,8 +10,8 @@ from typing import Any
 from hermes_exp.agent.limits import CONTEXT_OVERFLOW, TaskLimits, is_context_overflow, tokens_used
 from hermes_exp.agent.model import ModelClient, Reply
 from hermes_exp.errors import ProviderError
-from hermes_exp.sandbox.base import Sandbox
-from hermes_exp.tools.registry import call_tool, is_failure
+from hermes_exp.tools.registry import is_failure
+from hermes_exp.tools.toolbox import Toolbox
 
 # Stop a conversation whose model keeps calling tools that do not exist or with broken arguments.
 MAX_CONSECUTIVE_INVALID = 3
@@ -59,7 +59,7 @@ def as_sent(message: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
-def run_agent(client: ModelClient, sandbox: Sandbox, prompt: str, tools: list[dict[str, Any]],
+def run_agent(client: ModelClient, toolbox: Toolbox, prompt: str, tools: list[dict[str, Any]],
               settings: dict[str, Any], prefix: list[dict[str, Any]],
               cancel: threading.Event | None = None) -> Outcome:
     """`prefix` (system prompt with its ephemeral part, prefill) is sent but never saved."""
@@ -87,7 +87,7 @@ def run_agent(client: ModelClient, sandbox: Sandbox, prompt: str, tools: list[di
         if not calls:
             out.completed = True
             return out.stop("final_answer", "the model answered without a tool call", partial=False)
-        invalid_streak = _run_calls(sandbox, calls, offered, settings, out, wire, invalid_streak)
+        invalid_streak = _run_calls(toolbox, calls, offered, out, wire, invalid_streak)
         if invalid_streak >= MAX_CONSECUTIVE_INVALID:
             return out.stop("invalid_tool_calls", f"{invalid_streak} invalid tool calls in a row")
     return out.stop("max_turns", f"max_turns ({settings['max_turns']}) reached without a final answer", partial=False)
@@ -115,14 +115,13 @@ def _spent(reached: str, started: float, out: Outcome) -> str:
     return f"{tokens_used(out.usage)} tokens"
 
 
-def _run_calls(sandbox: Sandbox, calls: list[dict[str, Any]], offered: list[str], settings: dict[str, Any],
-               out: Outcome, wire: list[dict[str, Any]], invalid_streak: int) -> int:
-    limits = settings.get("tools") or {}
+def _run_calls(toolbox: Toolbox, calls: list[dict[str, Any]], offered: list[str], out: Outcome,
+               wire: list[dict[str, Any]], invalid_streak: int) -> int:
     for call in calls:
         fn = call.get("function") or {}
         name = fn.get("name") or ""
         started = time.time()
-        content, valid = call_tool(sandbox, name, fn.get("arguments"), offered, limits)
+        content, valid = toolbox.call(name, fn.get("arguments"), offered)
         failed = is_failure(content)
         invalid_streak = 0 if valid else invalid_streak + 1
         out.tool_calls.append({"name": name, "failed": failed, "offered": name in offered,

@@ -18,11 +18,13 @@ from hermes_exp.store.ledger import Ledger
 from hermes_exp.store.sharegpt import system_mode, trajectory
 from hermes_exp.store.stats import StatsBuilder, dumps
 from hermes_exp.store.samples import Selection
+from hermes_exp.tools.registry import Registry
 
 
-def _line(row: dict[str, Any], model: str, system: str, result: dict[str, Any],
+def _line(row: dict[str, Any], model: str, system: str, registry: Registry, result: dict[str, Any],
           score: dict[str, Any] | None) -> str:
-    return json.dumps(trajectory(row, result, result.get("row", {}), model, system, score), ensure_ascii=False) + "\n"
+    line = trajectory(row, result, result.get("row", {}), model, system, registry, score)
+    return json.dumps(line, ensure_ascii=False) + "\n"
 
 
 EXPORT_VERSION = 2  # bump when the export code changes what it writes
@@ -52,7 +54,8 @@ def export(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> dict[str,
 
 def _export(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> dict[str, Any]:
     model, system = settings["model"]["name"], system_mode(settings)
-    stats = StatsBuilder()
+    registry = Registry.from_settings(settings)
+    stats = StatsBuilder(registry.known_tools)
     chosen = Selection(ledger, settings)
     splits = bool((settings.get("outputs") or {}).get("splits"))
     with atomic_writer(run_dir / "trajectories.jsonl") as out, _splits(run_dir, splits) as split:
@@ -66,11 +69,11 @@ def _export(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> dict[str
                 continue
             line = None
             if row["state"] == "done" and chosen.keep(row, score):
-                out.write(line := _line(row, model, system, result, score))
+                out.write(line := _line(row, model, system, registry, result, score))
             if split is not None and _in_splits(row, score):
-                split[0 if score["passed"] else 1].write(line or _line(row, model, system, result, score))
-    _write_batches(ledger, run_dir, model, system, chosen)
-    write_formats(ledger, run_dir, settings, chosen)
+                split[0 if score["passed"] else 1].write(line or _line(row, model, system, registry, result, score))
+    _write_batches(ledger, run_dir, model, system, chosen, registry)
+    write_formats(ledger, run_dir, settings, chosen, registry)
     known = ledger.meta("dataset_tasks")
     statistics = stats.build(settings, ledger.invocations(), int(known) if known else None)
     with atomic_writer(run_dir / "statistics.json") as out:
@@ -96,7 +99,8 @@ def _splits(run_dir: Path, wanted: bool) -> Iterator[tuple[Any, Any] | None]:
         yield passed, failed
 
 
-def _write_batches(ledger: Ledger, run_dir: Path, model: str, system: str, chosen: Selection) -> None:
+def _write_batches(ledger: Ledger, run_dir: Path, model: str, system: str, chosen: Selection,
+                   registry: Registry) -> None:
     rows = (r for r in ledger.rows(("done",), order="batch_num, prompt_index, key") if chosen.visible(r))
     written: set[str] = set()
     for batch_num, group in groupby(rows, key=lambda r: r["batch_num"]):
@@ -105,7 +109,7 @@ def _write_batches(ledger: Ledger, run_dir: Path, model: str, system: str, chose
             result = json.loads(row["result"])
             score = chosen.score(row, result)
             if chosen.keep(row, score):
-                lines.append(_line(row, model, system, result, score))
+                lines.append(_line(row, model, system, registry, result, score))
         if not lines:
             continue
         name = f"batch_{batch_num}.jsonl"

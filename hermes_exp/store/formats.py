@@ -18,6 +18,7 @@ from hermes_exp.errors import ConfigError
 from hermes_exp.store.atomic import atomic_writer
 from hermes_exp.store.ledger import Ledger
 from hermes_exp.store.sharegpt import offered_tools, system_mode
+from hermes_exp.tools.registry import Registry
 
 FORMATS = ("sharegpt", "openai", "parquet")
 OPENAI_FILE = "trajectories.openai.jsonl"
@@ -37,13 +38,15 @@ def chosen_formats(settings: dict[str, Any]) -> list[str]:
     return formats
 
 
-def write_formats(ledger: Ledger, run_dir: Path, settings: dict[str, Any], chosen: Any = None) -> list[Path]:
+def write_formats(ledger: Ledger, run_dir: Path, settings: dict[str, Any], chosen: Any = None,
+                  registry: Registry | None = None) -> list[Path]:
     """Write the extra formats chosen in the settings (after trajectories.jsonl); return their paths.
-    `chosen` (a store.samples.Selection) decides which samples and gives each its score."""
+    `chosen` (a store.samples.Selection) decides which samples and gives each its score; `registry` is
+    the run's (the tools offered when a row did not keep its own list)."""
     formats = chosen_formats(settings)
     written = []
     if "openai" in formats:
-        written.append(write_openai_messages(ledger, run_dir, settings["model"]["name"], chosen))
+        written.append(write_openai_messages(ledger, run_dir, settings["model"]["name"], chosen, registry))
     if "parquet" in formats:
         written.append(write_parquet(run_dir))
     return written
@@ -69,14 +72,14 @@ def openai_message(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def openai_record(row: dict[str, Any], result: dict[str, Any], model: str,
-                  score: dict[str, Any] | None = None) -> dict[str, Any]:
+                  score: dict[str, Any] | None = None, registry: Registry | None = None) -> dict[str, Any]:
     """One kept task as a chat fine-tuning record. `tools` (the tool list sent) is a JSON string:
     its nested JSON Schemas differ between toolsets, which no single table schema could hold."""
     extra = {k: v for k, v in (result.get("row") or {}).items() if k != "prompt"}
     toolsets = list(result.get("toolsets", []))
     return {
         "messages": [openai_message(m) for m in result.get("messages", [])],
-        "tools": json.dumps(offered_tools(row, result), ensure_ascii=False),
+        "tools": json.dumps(offered_tools(row, result, registry), ensure_ascii=False),
         "toolsets": toolsets,
         "prompt_index": row["prompt_index"],
         "metadata": {**extra, "key": row["key"], "batch_num": row["batch_num"], "model": model},
@@ -86,7 +89,8 @@ def openai_record(row: dict[str, Any], result: dict[str, Any], model: str,
     }
 
 
-def write_openai_messages(ledger: Ledger, run_dir: Path, model: str = "", chosen: Any = None) -> Path:
+def write_openai_messages(ledger: Ledger, run_dir: Path, model: str = "", chosen: Any = None,
+                          registry: Registry | None = None) -> Path:
     """`trajectories.openai.jsonl`: one `{"messages": [...], "tools": "...", ...}` line per kept task."""
     path = run_dir / OPENAI_FILE
     with atomic_writer(path) as out:
@@ -96,7 +100,8 @@ def write_openai_messages(ledger: Ledger, run_dir: Path, model: str = "", chosen
             result = json.loads(row["result"] or "{}")
             score = chosen.score(row, result) if chosen is not None else None
             if chosen is None or chosen.keep(row, score):
-                out.write(json.dumps(openai_record(row, result, model, score), ensure_ascii=False) + "\n")
+                record = openai_record(row, result, model, score, registry)
+                out.write(json.dumps(record, ensure_ascii=False) + "\n")
     return path
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from hermes_exp.agent.reasoning import inline_reasoning, native_reasoning
 from hermes_exp.errors import ConfigError
 from hermes_exp.store.hermes_prompt import SYSTEM_MODES, hermes_system
-from hermes_exp.tools.registry import KNOWN_TOOLS, tool_schemas
+from hermes_exp.tools.registry import Registry
 
 
 def _text(content: Any) -> str:
@@ -73,9 +73,9 @@ def conversations(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
     return turns
 
 
-def tool_stats(calls: list[dict[str, Any]]) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
+def tool_stats(calls: list[dict[str, Any]], known: list[str]) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
     """Per known tool: count/success/failure, zero where unused, so every row has one schema."""
-    stats = {name: {"count": 0, "success": 0, "failure": 0} for name in KNOWN_TOOLS}
+    stats = {name: {"count": 0, "success": 0, "failure": 0} for name in known}
     for call in calls:
         entry = stats.get(call.get("name"))
         if entry is not None:
@@ -94,11 +94,12 @@ def system_mode(settings: dict[str, Any]) -> str:
     return mode
 
 
-def offered_tools(row: dict[str, Any], result: dict[str, Any]) -> list[dict[str, Any]]:
+def offered_tools(row: dict[str, Any], result: dict[str, Any], registry: Registry | None = None) -> list[dict[str, Any]]:
     """The OpenAI tool list really sent to this sample (kept in the ledger beside its result)."""
     if row.get("tools"):
         return json.loads(row["tools"])
-    return tool_schemas(list(result.get("toolsets", [])))  # a row recorded before tool lists were kept
+    # A row recorded before tool lists were kept: the run's registry rebuilds the list from its toolsets.
+    return registry.schemas(list(result.get("toolsets", []))) if registry is not None else []
 
 
 def with_system(turns: list[dict[str, str]], tools: list[dict[str, Any]], mode: str) -> list[dict[str, str]]:
@@ -110,13 +111,13 @@ def with_system(turns: list[dict[str, str]], tools: list[dict[str, Any]], mode: 
 
 
 def trajectory(row: dict[str, Any], result: dict[str, Any], task_row: dict[str, Any], model: str,
-               system: str = "hermes", score: dict[str, Any] | None = None) -> dict[str, Any]:
-    """One ShareGPT row. `sample`, `reward` and `passed` are always there (null without a verifier),
-    so every row has one schema."""
-    stats, errors = tool_stats(result.get("tool_calls", []))
+               system: str, registry: Registry, score: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One ShareGPT row. `registry`: the run's (its known tools are the keys of `tool_stats`).
+    `sample`, `reward` and `passed` are always there (null without a verifier), so every row has one schema."""
+    stats, errors = tool_stats(result.get("tool_calls", []), registry.known_tools)
     extra = {k: v for k, v in task_row.items() if k != "prompt"}
     timestamp = datetime.fromtimestamp(row["finished_at"], timezone.utc).isoformat(timespec="seconds")
-    tools = offered_tools(row, result)
+    tools = offered_tools(row, result, registry)
     return {
         "prompt_index": row["prompt_index"],
         "conversations": with_system(conversations(result.get("messages", [])), tools, system),

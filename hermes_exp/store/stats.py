@@ -9,7 +9,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 from hermes_exp.agent.reasoning import has_reasoning
-from hermes_exp.tools.registry import KNOWN_TOOLS
 from hermes_exp.verify.metrics import VerifyStats
 
 TOKEN_KEYS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens", "cache_write_tokens")
@@ -18,11 +17,11 @@ TOKEN_KEYS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_
 class StatsBuilder:
     """Fed one ledger row at a time (streaming), so memory stays flat in the size of the run."""
 
-    def __init__(self) -> None:
+    def __init__(self, known_tools: list[str]) -> None:
         self.states: Counter[str] = Counter()
         self.filtered: Counter[str] = Counter()
         self.errors: Counter[str] = Counter()
-        self.tools = {name: Counter() for name in KNOWN_TOOLS}
+        self.tools = {name: Counter() for name in known_tools}
         self.reasoning = Counter()
         self.tokens: Counter[str] = Counter()
         self.api_calls = 0

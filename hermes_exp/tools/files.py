@@ -7,12 +7,7 @@ from typing import Any
 
 from hermes_exp.errors import ToolError
 from hermes_exp.sandbox.base import Sandbox, confine, truncate
-
-
-def _schema(name: str, description: str, props: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"name": name, "description": description,
-            "parameters": {"type": "object", "properties": props, "required": required}}
-
+from hermes_exp.tools.base import ToolContext, function_schema as _schema, text_arg as _text_arg
 
 _S = {"type": "string"}
 _I = {"type": "integer"}
@@ -27,13 +22,6 @@ PATCH = _schema("patch", "Replace an exact string in a file (must match once unl
 SEARCH_FILES = _schema("search_files", "Search file contents under a directory for a regular expression.",
                        {"pattern": _S, "path": {**_S, "description": "Directory (default: working dir)."}},
                        ["pattern"])
-
-
-def _text_arg(args: dict[str, Any], name: str, allow_empty: bool = False) -> str:
-    value = args.get(name)
-    if not isinstance(value, str) or (not allow_empty and value == ""):
-        raise ToolError(f"'{name}' must be a {'' if allow_empty else 'non-empty '}string")
-    return value
 
 
 def read_file(sandbox: Sandbox, args: dict[str, Any], limits: dict[str, Any]) -> dict[str, Any]:
@@ -76,3 +64,21 @@ def search_files(sandbox: Sandbox, args: dict[str, Any], limits: dict[str, Any])
     result = sandbox.exec(command, timeout=float(limits.get("terminal_timeout", 60)))
     matches = [line for line in result.output.splitlines() if line]
     return {"matches": matches, "count": len(matches), "error": None}
+
+
+class FileTool:
+    """One of the `file` tools, chosen by name (`read_file`, `write_file`, `patch`, `search_files`)."""
+
+    _TOOLS = {"read_file": (READ_FILE, read_file), "write_file": (WRITE_FILE, write_file),
+              "patch": (PATCH, patch), "search_files": (SEARCH_FILES, search_files)}
+
+    def __init__(self, name: str) -> None:
+        if name not in self._TOOLS:
+            raise ValueError(f"no file tool {name!r}; choose one of {', '.join(self._TOOLS)}")
+        self.schema, self._run = self._TOOLS[name]
+
+    def missing(self, mock: bool) -> str | None:
+        return None
+
+    def __call__(self, ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+        return self._run(ctx.sandbox, args, ctx.limits)

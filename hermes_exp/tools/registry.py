@@ -1,60 +1,134 @@
-"""The registry of toolsets and tools: schemas offered to the model, and dispatch of a call."""
+"""The registry of a run's toolsets and tools, built from config: schemas offered to the model, and
+dispatch of a call.
+
+How a toolset plugs in
+----------------------
+1. Write each tool as a class with an explicit `schema`, `missing(mock)` and `__call__(ctx, args)`
+   (the `Tool` Protocol in tools/base.py), in one module per toolset (`tools/web.py`, ...).
+2. Name the classes in `conf/toolset/<name>.yaml`, one entry per tool, keyed by the tool's name::
+
+       description: search the web and read pages
+       tools:
+         web_search: {_target_: hermes_exp.tools.web.WebSearch, timeout: 15, ...}
+
+   Backend settings (URLs, the NAMES of key variables, limits, timeouts) sit beside `_target_` and go to
+   the constructor. Add the toolset to `defaults` in conf/config.yaml (`- toolset@toolsets.<name>: <name>`)
+   or per run with `+toolset@toolsets.<name>=<name>`, and draw it from a distribution.
+3. Resources: a constructor opens nothing. What tools of a worker process share (an HTTP client, a
+   browser process, an MCP stdio server) is opened lazily with `ctx.resources.get(key, open, close)` and
+   closed by `worker.release` at the end of the run; what belongs to one task (a browser context, a
+   background process) goes to `ctx.task.get(...)` and is closed right before the task's sandbox,
+   whatever happened. A resource that died is dropped with `.drop(key)` and reopened on next use.
+4. Discovered tools (MCP): build a `Toolset` from what the servers list at start-up and `add` it to the
+   registry before its `known_tools` are read; everything downstream (schemas, dispatch, statistics)
+   only sees the registry.
+
+The tools known to a run (the keys of every row's `tool_stats`) are those of every toolset defined for
+it, computed once per run, so all rows of a run, and runs of different distributions, share one schema.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
-from hermes_exp.errors import ToolError
-from hermes_exp.sandbox.base import Sandbox
-from hermes_exp.tools import files, process, terminal
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
 
-Handler = Callable[[Sandbox, dict[str, Any], dict[str, Any]], dict[str, Any]]
-
-TOOLSETS: dict[str, dict[str, tuple[dict[str, Any], Handler]]] = {
-    "terminal": {"terminal": (terminal.TERMINAL, terminal.terminal), "process": (process.PROCESS, process.process)},
-    "file": {
-        "read_file": (files.READ_FILE, files.read_file),
-        "write_file": (files.WRITE_FILE, files.write_file),
-        "patch": (files.PATCH, files.patch),
-        "search_files": (files.SEARCH_FILES, files.search_files),
-    },
-}
-KNOWN_TOOLS: list[str] = [name for tools in TOOLSETS.values() for name in tools]
+from hermes_exp.errors import ConfigError, ToolError
+from hermes_exp.tools.base import Tool, ToolContext
 
 
-def tool_schemas(toolsets: list[str]) -> list[dict[str, Any]]:
-    """The OpenAI `tools` list for these toolsets, in a stable order."""
-    return [{"type": "function", "function": TOOLSETS[ts][name][0]} for ts in toolsets for name in TOOLSETS[ts]]
+@dataclass
+class Toolset:
+    name: str
+    description: str = ""
+    tools: dict[str, Tool] = field(default_factory=dict)
 
 
-def _handler(name: str) -> Handler | None:
-    for tools in TOOLSETS.values():
-        if name in tools:
-            return tools[name][1]
-    return None
+class Registry:
+    """Every toolset a run can draw, with its tools. A tool name may appear in several toolsets
+    (Hermes's `browser` also offers `web_search`) only with the same settings."""
+
+    def __init__(self, toolsets: Iterable[Toolset] = ()) -> None:
+        self.toolsets: dict[str, Toolset] = {}
+        self._tools: dict[str, Tool] = {}
+        self._origin: dict[str, tuple[str, Any]] = {}
+        for toolset in toolsets:
+            self.add(toolset)
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any]) -> Registry:
+        config = settings.get("toolsets") or {}
+        registry = cls()
+        for name, conf in config.items():
+            if conf is not None:
+                registry.add(_build(str(name), conf), conf)
+        return registry
+
+    def add(self, toolset: Toolset, conf: dict[str, Any] | None = None) -> None:
+        """Add a toolset (from config, or discovered at start-up, e.g. an MCP server's tools)."""
+        for name, tool in toolset.tools.items():
+            spec = ((conf or {}).get("tools") or {}).get(name, id(tool))
+            if name in self._origin and self._origin[name][1] != spec:
+                first = self._origin[name][0]
+                raise ConfigError(
+                    f"tool {name!r} is defined differently in toolsets {first!r} and {toolset.name!r}",
+                    f"define it once and reference it: toolsets.{toolset.name}.tools.{name}: "
+                    f"${{toolsets.{first}.tools.{name}}}")
+            self._origin.setdefault(name, (toolset.name, spec))
+            self._tools.setdefault(name, tool)
+        self.toolsets[toolset.name] = toolset
+
+    @property
+    def known_tools(self) -> list[str]:
+        return list(self._tools)
+
+    def schemas(self, toolsets: Iterable[str]) -> list[dict[str, Any]]:
+        """The OpenAI `tools` list for these toolsets, in a stable order, each tool once."""
+        names = dict.fromkeys(n for ts in toolsets if ts in self.toolsets for n in self.toolsets[ts].tools)
+        return [{"type": "function", "function": self._tools[n].schema} for n in names]
+
+    def call(self, ctx: ToolContext, name: str, raw_args: str | None, offered: list[str]) -> tuple[str, bool]:
+        """Run one tool call; return the JSON string the model sees and whether the call was valid.
+
+        Unknown tools and unparsable arguments become error results naming what is valid: the
+        model's own output is never rewritten. Sandbox failures propagate (they end the task)."""
+        if name not in offered or name not in self._tools:
+            return _invalid(f"unknown tool {name!r}; the tools you can call are: {', '.join(offered) or 'none'}")
+        try:
+            args = json.loads(raw_args or "{}")
+        except json.JSONDecodeError as exc:
+            return _invalid(f"arguments for {name} are not valid JSON ({exc.msg}); send a JSON object. "
+                            f"Valid tools: {', '.join(offered)}")
+        if not isinstance(args, dict):
+            return _invalid(f"arguments for {name} must be a JSON object")
+        try:
+            return json.dumps(self._tools[name](ctx, args), ensure_ascii=False), True
+        except ToolError as exc:
+            return json.dumps({"error": str(exc)}, ensure_ascii=False), True
 
 
-def call_tool(sandbox: Sandbox, name: str, raw_args: str | None, offered: list[str],
-              limits: dict[str, Any]) -> tuple[str, bool]:
-    """Run one tool call; return the JSON string the model sees and whether the call was valid.
-
-    Unknown tools and unparsable arguments become error results naming what is valid: the
-    model's own output is never rewritten. Sandbox failures propagate (they end the task)."""
-    if name not in offered:
-        return _invalid(f"unknown tool {name!r}; the tools you can call are: {', '.join(offered) or 'none'}")
-    try:
-        args = json.loads(raw_args or "{}")
-    except json.JSONDecodeError as exc:
-        return _invalid(f"arguments for {name} are not valid JSON ({exc.msg}); send a JSON object. "
-                        f"Valid tools: {', '.join(offered)}")
-    if not isinstance(args, dict):
-        return _invalid(f"arguments for {name} must be a JSON object")
-    try:
-        return json.dumps(_handler(name)(sandbox, args, limits), ensure_ascii=False), True
-    except ToolError as exc:
-        return json.dumps({"error": str(exc)}, ensure_ascii=False), True
+def _build(name: str, conf: dict[str, Any]) -> Toolset:
+    if not isinstance(conf, dict) or not isinstance(conf.get("tools"), dict) or not conf["tools"]:
+        raise ConfigError(f"toolsets.{name} must have a `tools` mapping of tool name -> {{_target_: ...}}",
+                          f"see conf/toolset/terminal.yaml for the shape of conf/toolset/{name}.yaml")
+    tools: dict[str, Tool] = {}
+    for tool_name, spec in conf["tools"].items():
+        key = f"toolsets.{name}.tools.{tool_name}"
+        try:
+            tool = instantiate(spec, _convert_="all")
+        except InstantiationException as exc:
+            raise ConfigError(f"{key} cannot be built: {exc}",
+                              f"check {key}._target_ and its settings (conf/toolset/{name}.yaml)") from exc
+        declared = (getattr(tool, "schema", None) or {}).get("name")
+        if declared != tool_name:
+            raise ConfigError(f"{key} builds a tool whose schema is named {declared!r}",
+                              f"key the tool by its schema name: toolsets.{name}.tools.{declared}")
+        tools[str(tool_name)] = tool
+    return Toolset(name, str(conf.get("description") or ""), tools)
 
 
 def _invalid(message: str) -> tuple[str, bool]:

@@ -6,6 +6,7 @@ from typing import Any
 
 from hermes_exp.errors import ToolError
 from hermes_exp.sandbox.base import Sandbox
+from hermes_exp.tools.base import ToolContext
 from hermes_exp.tools.process import start
 from hermes_exp.tools.timeouts import clamp_timeout
 
@@ -39,3 +40,14 @@ def terminal(sandbox: Sandbox, args: dict[str, Any], limits: dict[str, Any]) -> 
     error = f"command timed out after {timeout:g}s" if result.timed_out else None
     return {"output": result.output, "exit_code": result.exit_code, "error": error}
 
+
+class Terminal:
+    """`terminal`: a shell command in the prompt's sandbox (no backend to configure)."""
+
+    schema = TERMINAL
+
+    def missing(self, mock: bool) -> str | None:
+        return None
+
+    def __call__(self, ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+        return terminal(ctx.sandbox, args, ctx.limits)
