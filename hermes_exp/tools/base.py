@@ -79,7 +79,8 @@ class Resources:
 @dataclass
 class ToolContext:
     """What one tool call may use. `model` is the task's model client (budget and task cap counted);
-    `model_calls` collects the usage of model calls that tools make (vision), kept with the sample."""
+    `model_calls` collects the usage of model calls that tools make (vision), kept with the sample;
+    `settings` is the run's resolved config (with `runtime`)."""
 
     sandbox: Sandbox
     limits: dict[str, Any]
@@ -87,6 +88,7 @@ class ToolContext:
     task: Resources
     services: str | None = None
     model: Any = None
+    settings: dict[str, Any] = field(default_factory=dict)
     model_calls: list[dict[str, Any]] = field(default_factory=list)
 
 

@@ -14,10 +14,10 @@ class Toolbox:
     context, background processes); the worker calls it right before closing the sandbox."""
 
     def __init__(self, registry: Registry, sandbox: Sandbox, limits: dict[str, Any], resources: Resources,
-                 services: str | None = None, model: Any = None) -> None:
+                 services: str | None = None, model: Any = None, settings: dict[str, Any] | None = None) -> None:
         self.registry = registry
         self.ctx = ToolContext(sandbox=sandbox, limits=limits, resources=resources, task=Resources(),
-                               services=services, model=model)
+                               services=services, model=model, settings=settings or {})
 
     @property
     def sandbox(self) -> Sandbox:
