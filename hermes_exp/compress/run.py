@@ -21,6 +21,7 @@ from hermes_exp.errors import ProviderError, RunStopped
 from hermes_exp.store.atomic import atomic_writer
 from hermes_exp.store.ledger import Ledger
 from hermes_exp.store.sharegpt import system_mode, trajectory
+from hermes_exp.tools.registry import Registry
 
 COMPRESSED_FILE = "trajectories.compressed.jsonl"
 METRICS_FILE = "compression_metrics.json"
@@ -40,9 +41,10 @@ def check(settings: dict[str, Any]) -> None:
 def _rows(ledger: Ledger, settings: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     """(task key, ShareGPT row) of every kept task, in dataset order."""
     model, system = settings["model"]["name"], system_mode(settings)
+    registry = Registry.from_settings(settings)
     for row in ledger.rows(("done",)):
         result = json.loads(row["result"])
-        yield row["key"], trajectory(row, result, result.get("row", {}), model, system)
+        yield row["key"], trajectory(row, result, result.get("row", {}), model, system, registry)
 
 
 def _local(turns: list[dict[str, str]], counts: list[int], cfg: CompressSettings) -> dict[str, Any] | Region:

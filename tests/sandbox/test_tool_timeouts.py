@@ -7,10 +7,21 @@ import json
 
 import pytest
 
-from hermes_exp.tools.registry import call_tool
+from hermes_exp.tools.base import Resources
+from hermes_exp.tools.process import Process
+from hermes_exp.tools.registry import Registry, Toolset
+from hermes_exp.tools.terminal import Terminal
 from hermes_exp.tools.timeouts import clamp_timeout
+from hermes_exp.tools.toolbox import Toolbox
 
 LIMIT = 1.0
+REGISTRY = Registry([Toolset("terminal", tools={"terminal": Terminal(), "process": Process()})])
+
+
+def call_tool(sandbox, name: str, raw: str, offered: list[str], limits: dict) -> tuple[str, bool]:
+    return Toolbox(REGISTRY, sandbox, limits, Resources()).call(name, raw, offered)
+
+
 HOSTILE = ["NaN", "Infinity", "-Infinity", "-5", "0", "1e308", "1e400", "99999999999999999999999", "\"30\"", "true"]
 
 
