@@ -98,7 +98,8 @@ def test_priced_cost_when_the_provider_reports_none(tmp_path: Path) -> None:
 def test_task_cost_cap_ends_the_task_as_a_budget_error(tmp_path: Path) -> None:
     data = write_dataset(tmp_path / "p.jsonl", [{"prompt": "LOOP"}, {"prompt": "again\nLOOP"}])
     result = run_cli(tmp_path, f"dataset.path={data}", "run_name=t", "filters=none", "max_turns=20", *PRICED,
-                     "distribution=minimal",  # a first call's worst case must fit under the cap: fewer tool schemas
+                     "distribution=terminal_only", "distribution.toolsets.file=0",  # fewer tool schemas: a first
+                     # call's worst case must fit under the cap
                      "budget.max_task_cost_usd=1.5")
     assert result.returncode == 3, result.stderr  # task errors, not a stopped run
     stats = stats_of(tmp_path / "outputs" / "t")
