@@ -46,7 +46,7 @@ def test_cjk_prompts_stay_under_the_budget(tmp_path: Path) -> None:
     limit = 40.0
     with MockServer(latency_ms=200, record_path=str(tmp_path / "r.jsonl")) as server:
         result = run_cli(tmp_path, f"model.base_url={server.base_url}", f"dataset.path={data}", "run_name=cjk",
-                         "num_workers=4", "max_turns=2", "filters=none", "distribution=minimal", *PRICED,
+                         "num_workers=4", "max_turns=2", "filters=none", "distribution=terminal_only", "distribution.toolsets.file=0", *PRICED,
                          f"budget.max_cost_usd={limit}")
     assert result.returncode == 4, result.stderr
     served = served_cost(tmp_path / "r.jsonl")
@@ -65,7 +65,7 @@ def test_kill_9_mid_run_then_resume_stays_under_the_budget(tmp_path: Path, execu
     record = tmp_path / "r.jsonl"
     limit = 40.0  # far above what is spent before the kill: the kill, not the budget, ends the first run
     args = [f"dataset.path={data}", "run_name=k9", f"executor={executor}", "num_workers=4", "max_turns=4",
-            "filters=none", "distribution=minimal", *PRICED, f"budget.max_cost_usd={limit}"]
+            "filters=none", "distribution=terminal_only", "distribution.toolsets.file=0", *PRICED, f"budget.max_cost_usd={limit}"]
     with MockServer(latency_ms=400, record_path=str(record)) as server:
         args.append(f"model.base_url={server.base_url}")
         proc = subprocess.Popen([sys.executable, "-m", "hermes_exp.cli", *args], cwd=tmp_path,
