@@ -295,8 +295,10 @@ def test_selection_best_of_n_splits_and_report(tmp_path: Path, mock_server) -> N
     assert not (out / "passed.jsonl").exists()  # splits are off again
     assert _calls(tmp_path) == calls
 
-    # A second run whose agent cannot write files: the report shows both pass rates side by side.
-    other = [a.replace("eval/b", "eval/a").replace("balanced", "minimal") for a in base]
+    # A second run whose agent cannot write files (the terminal toolset alone; the mock writes files with
+    # write_file): the report shows both pass rates side by side.
+    other = [a.replace("eval/b", "eval/a") for a in base if a != "distribution=balanced"]
+    other += ["distribution=terminal_only", "distribution.toolsets.file=0"]
     assert run_cli(tmp_path, *other).returncode == 0
     pytest.importorskip("plotly")
     from hermes_exp.report.render import build_report
