@@ -20,6 +20,7 @@ from hermes_exp import compress, pilot, sweep_budget, worker
 from hermes_exp.agent.probe import probe
 from hermes_exp.dataset import Slot, Task, open_dataset, stream_tasks
 from hermes_exp.inputs import Source
+from hermes_exp.inputs.harbor import check_sandbox
 from hermes_exp.errors import ConfigError, LedgerError
 from hermes_exp.guard import RunGuard
 from hermes_exp.plan import intent, pending, samples_per_prompt, to_reverify
@@ -128,6 +129,7 @@ def run(settings: dict[str, Any]) -> int:
 
         return score_run(settings, run_dir, identity)
     dataset = open_dataset(settings["dataset"])
+    check_sandbox(dataset, settings)  # a Harbor dataset needs sandbox=docker: say so before any work
     selection = from_settings(settings)
     k = pilot.pilot_size(settings)
     settings = with_verifiers(settings)

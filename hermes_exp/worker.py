@@ -13,11 +13,13 @@ from typing import Any
 from hydra.utils import instantiate
 
 from hermes_exp.agent.control import agent_kind, run_nop, run_oracle
+from hermes_exp.agent.limits import for_row
 from hermes_exp.agent.loop import Cancelled, Outcome, run_agent
 from hermes_exp.agent.model import ModelClient
 from hermes_exp.dataset import Task
 from hermes_exp.distribution import draw
 from hermes_exp.errors import HermesExpError, ProviderError, SandboxError
+from hermes_exp.inputs import dataset_base_dir
 from hermes_exp.redact import Redactor, secret_names, wipe_environ_block
 from hermes_exp.settings import load_prefill
 from hermes_exp.tools.base import Resources
@@ -44,7 +46,8 @@ class Runtime:
         self.client = ModelClient.from_settings(settings)  # shared: rate limiter, budget, auth circuit
         # the key is read: from now on a tool command reading /proc/$PPID/environ finds it blanked
         wipe_environ_block(secret_names(settings))
-        self.sandboxes = instantiate(settings["sandbox"], run_id=runtime["run_id"], _convert_="all")
+        self.sandboxes = instantiate(settings["sandbox"], run_id=runtime["run_id"], _convert_="all",
+                                     base_dir=dataset_base_dir(settings.get("dataset")))  # for rows' build contexts
         self.registry = Registry.from_settings(settings)
         self.toolsets = drawable(settings, self.registry)
         self.resources = Resources()
@@ -186,6 +189,7 @@ def _session(runtime: Runtime, client: Any, task: Task, tools: list[dict[str, An
     """Sandbox open -> fixtures -> agent -> (verifier in the sandbox) -> tools' and sandbox's close
     -> (verifier outside)."""
     plan = runtime.scorer.plan(task.row)
+    settings = for_row(settings, task.row)  # the row's own limits (Harbor's agent timeout)
     sandbox = runtime.sandboxes.open(task.key, task.row)
     toolbox = None
     try:

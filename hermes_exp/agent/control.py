@@ -4,8 +4,9 @@ statistics list the tasks whose oracle fails or whose nop passes as broken.
 
 Row fields (the API a dataset adapter, e.g. Harbor task folders, builds on):
   solution:       str                      the shell command that solves the task (run in the workdir)
-  solution_files: {path: content} | folder copied into the workdir only for agent=oracle (e.g. Harbor's
-                                           solution/ folder, with solution: "bash solution/solve.sh")
+  solution_files: {path: content} | folder copied into the workdir only for agent=oracle
+  solution_dir:   str                      where solution_files go instead (Harbor: "/solution", a
+                                           container path; hermes_exp/inputs/harbor.py)
 """
 
 from __future__ import annotations
@@ -41,8 +42,10 @@ def run_oracle(sandbox: Sandbox, settings: dict[str, Any], row: dict[str, Any], 
     if not isinstance(solution, str) or not solution.strip():
         messages.append({"role": "assistant", "content": "agent=oracle: this row has no `solution`"})
         return Outcome(messages=messages, stop_reason="agent=oracle: no solution in the row")
-    put_files(sandbox, row.get("solution_files"), base_dir, "", "solution_files")
+    put_files(sandbox, row.get("solution_files"), base_dir, str(row.get("solution_dir") or ""), "solution_files")
     timeout = float((settings.get("agent") or {}).get("timeout_seconds", 600))
+    task_seconds = (settings.get("limits") or {}).get("task_seconds")
+    timeout = min(timeout, float(task_seconds)) if task_seconds else timeout
     done = sandbox.exec(solution, timeout=timeout)
     call = {"id": "oracle_0", "type": "function",
             "function": {"name": "terminal", "arguments": json.dumps({"command": solution})}}

@@ -51,3 +51,16 @@ class TaskLimits:
 
 def tokens_used(usage: list[dict[str, Any]]) -> int:
     return sum((u.get("prompt_tokens") or 0) + (u.get("completion_tokens") or 0) for u in usage)
+
+
+def for_row(settings: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+    """The settings one task runs with: a row's own `limits` (a Harbor task's [agent].timeout_sec)
+    narrow the run's limits; of two values the tighter one applies."""
+    own = row.get("limits")
+    if not isinstance(own, dict) or not own:
+        return settings
+    merged = dict(settings.get("limits") or {})
+    for key, value in own.items():
+        current = merged.get(key)
+        merged[key] = value if current is None or value is None else min(current, value)
+    return {**settings, "limits": merged}

@@ -1,4 +1,5 @@
-"""Which reader a dataset gets: `dataset.format`, else the path's extension (a folder: HF `save_to_disk`)."""
+"""Which reader a dataset gets: `dataset.format`, else the path's extension (a folder: Harbor task
+folders, else HF `save_to_disk`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from hermes_exp.errors import ConfigError, DatasetError
 from hermes_exp.inputs.base import Source
 from hermes_exp.inputs.fields import check_fields
 
-FORMATS = ("auto", "jsonl", "csv", "parquet", "hf")
+FORMATS = ("auto", "jsonl", "csv", "parquet", "hf", "harbor")
 EXTENSIONS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv", ".tsv": "csv",
               ".parquet": "parquet", ".pq": "parquet"}
 
@@ -23,8 +24,8 @@ def open_source(dataset: dict[str, Any] | str | Path) -> Source:
         raise ConfigError(f"dataset.format={fmt!r} is not a known format", f"choose from: {', '.join(FORMATS)}")
     if not path.exists():
         raise DatasetError(f"dataset file not found: {path}",
-                           "set dataset.path=... to an existing JSONL, CSV or Parquet file, or a folder "
-                           "written by save_to_disk")
+                           "set dataset.path=... to an existing JSONL, CSV or Parquet file, a folder "
+                           "written by save_to_disk, or a folder of Harbor tasks")
     fmt = _detect(path) if fmt == "auto" else fmt
     fields = check_fields(cfg.get("fields"))
     columns = cfg.get("columns")
@@ -34,7 +35,29 @@ def open_source(dataset: dict[str, Any] | str | Path) -> Source:
     return _build(fmt, path, fields, columns, cfg.get("split"))
 
 
+def dataset_base_dir(dataset: dict[str, Any] | None) -> str:
+    """Where a row's relative paths (files, tests, build contexts) start: the dataset file's folder,
+    or a Harbor dataset's own folder."""
+    cfg = dict(dataset or {})
+    if not cfg.get("path"):
+        return "."
+    path = Path(str(cfg["path"])).expanduser()
+    fmt = cfg.get("format") or "auto"
+    if fmt == "harbor" or (fmt == "auto" and path.is_dir() and _detect(path) == "harbor"):
+        from hermes_exp.inputs.harbor import base_dir
+
+        return str(base_dir(path))
+    return str(path.parent)
+
+
 def _build(fmt: str, path: Path, fields: dict[str, str], columns: list[str] | None, split: str | None) -> Source:
+    if fmt == "harbor":
+        from hermes_exp.inputs.harbor import HarborSource
+
+        if fields or columns:
+            raise ConfigError("dataset.fields and dataset.columns do not apply to a Harbor dataset",
+                              "drop them: each task folder's instruction.md is the prompt")
+        return HarborSource(path)
     if fmt == "hf":
         from hermes_exp.inputs.hf import HfDiskSource
 
@@ -57,11 +80,14 @@ def _build(fmt: str, path: Path, fields: dict[str, str], columns: list[str] | No
 
 def _detect(path: Path) -> str:
     if path.is_dir():
+        from hermes_exp.inputs.harbor import is_harbor_folder
         from hermes_exp.inputs.hf import is_hf_folder
 
         if is_hf_folder(path):
             return "hf"
+        if is_harbor_folder(path):
+            return "harbor"
         raise DatasetError(f"dataset.path {path} is a folder but not one written by save_to_disk "
-                           "(no dataset_dict.json or state.json in it)",
-                           "point dataset.path at a dataset file or a save_to_disk folder")
+                           "(no dataset_dict.json or state.json in it), nor Harbor task folders (no task.toml)",
+                           "point dataset.path at a dataset file, a save_to_disk folder or a folder of Harbor tasks")
     return EXTENSIONS.get(path.suffix.lower(), "jsonl")  # any other file is JSONL, as it always was

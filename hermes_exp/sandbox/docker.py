@@ -19,6 +19,7 @@ from typing import Any
 from hermes_exp.errors import SandboxError, ToolError
 from hermes_exp.sandbox.background import BackgroundSet
 from hermes_exp.sandbox.base import ExecResult, confine
+from hermes_exp.sandbox.images import ImageBuilder
 from hermes_exp.sandbox.process import clean_env, read_bounded
 
 log = logging.getLogger(__name__)
@@ -176,10 +177,11 @@ class DockerSandbox:
         except _engine_errors() as exc:
             raise SandboxError(f"cannot reach container {self.container_id[:12]}: {exc}") from exc
 
-    def put_archive(self, data: bytes) -> None:
-        """Unpack a tar (paths relative to the working directory) into the container's workdir."""
+    def put_archive(self, data: bytes, at: str | None = None) -> None:
+        """Unpack a tar into the container's workdir (paths relative to it), or into the existing
+        absolute folder `at` (Harbor's /tests and /solution: `at="/"`)."""
         try:
-            self._api.put_archive(self.container_id, self.workdir, data)
+            self._api.put_archive(self.container_id, at or self.workdir, data)
         except _engine_errors() as exc:
             raise SandboxError(f"cannot copy files into container {self.container_id[:12]}: {exc}") from exc
 
@@ -250,7 +252,7 @@ class DockerSandboxFactory:
     def __init__(self, image: str = "python:3.11-slim", network: bool = False, memory_mb: int = 2048,
                  cpus: float = 1.0, pids_limit: int = 256, read_only: bool = False, max_sandboxes: int = 8,
                  pull_timeout: float = 300, output_limit: int = 20000, env: dict[str, str] | None = None,
-                 base_url: str | None = None, run_id: str = "run", **_: Any) -> None:
+                 base_url: str | None = None, run_id: str = "run", base_dir: str = ".", **_: Any) -> None:
         self.image, self.run_id = image, str(run_id)
         self._network, self._read_only = bool(network), bool(read_only)
         self._memory_mb, self._cpus, self._pids_limit = int(memory_mb), float(cpus), int(pids_limit)
@@ -262,6 +264,7 @@ class DockerSandboxFactory:
         self._client: Any = None
         self._images: dict[str, SandboxError | None] = {}
         self._image_locks: dict[str, threading.Lock] = {}
+        self._builder = ImageBuilder(self._api, _engine_errors, base_dir)  # a row's container.build
 
     def preflight(self, rows_images: set[str] | None = None) -> None:
         """Fail once if the engine is unreachable; reap this run's leftovers; warm the images (a
@@ -328,14 +331,23 @@ class DockerSandboxFactory:
                                 "or set sandbox.image")
         return None
 
+    def _placement(self, row: dict[str, Any]) -> tuple[str, str]:
+        """(image, working directory) of a row: its `container.build` (built here, in the image's
+        WORKDIR), else its `image`, else sandbox.image (in /task); a row's `cwd` wins."""
+        build = (row.get("container") or {}).get("build")
+        if build:
+            image, workdir = self._builder.ensure(build)
+        else:
+            image, workdir = str(row.get("image") or row.get("docker_image") or self.image), "/task"
+            self._ensure_image(image)
+        return image, posixpath.normpath(posixpath.join("/", str(row.get("cwd") or workdir)))
+
     def open(self, task_key: str, row: dict[str, Any]) -> DockerSandbox:
-        image = str(row.get("image") or row.get("docker_image") or self.image)
-        workdir = posixpath.normpath(posixpath.join("/", str(row.get("cwd") or "/task")))
-        self._ensure_image(image)
+        image, workdir = self._placement(row)
         if self._slots:
             self._slots.acquire()
         try:
-            cid = self._start(image, workdir, task_key)
+            cid = self._start(image, workdir, task_key, row.get("container") or {})
         except BaseException:
             if self._slots:
                 self._slots.release()
@@ -353,13 +365,18 @@ class DockerSandboxFactory:
         return DockerSandbox(self._api(), cid, workdir=workdir, env=env,
                              output_limit=self._output_limit, on_close=release)
 
-    def _start(self, image: str, workdir: str, task_key: str) -> str:
+    def _start(self, image: str, workdir: str, task_key: str, task: dict[str, Any]) -> str:
+        """`task` (a row's `container`) may set its own cpus and memory_mb, and network=false; the
+        network is on only when both sandbox.network and the task allow it."""
         api, docker = self._api(), _docker()
+        memory = int(task.get("memory_mb") or self._memory_mb)
+        network = self._network and task.get("network", True) is not False
         mounts = [docker.types.Mount(workdir, None, type="volume")] if self._read_only else []
         host_config = api.create_host_config(
-            network_mode="bridge" if self._network else "none", mem_limit=f"{self._memory_mb}m",
-            memswap_limit=f"{self._memory_mb}m",  # no swap: the memory limit is a real limit
-            nano_cpus=int(self._cpus * 1e9), pids_limit=self._pids_limit, read_only=self._read_only,
+            network_mode="bridge" if network else "none", mem_limit=f"{memory}m",
+            memswap_limit=f"{memory}m",  # no swap: the memory limit is a real limit
+            nano_cpus=int(float(task.get("cpus") or self._cpus) * 1e9), pids_limit=self._pids_limit,
+            read_only=self._read_only,
             mounts=mounts, tmpfs={"/tmp": "rw,exec,size=256m"} if self._read_only else None,
             security_opt=["no-new-privileges"])
         name = re.sub(r"[^a-zA-Z0-9_.-]", "-", f"hx-{self.run_id[:24]}-{task_key.split(':')[-1][:12]}")

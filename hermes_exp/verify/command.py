@@ -11,10 +11,11 @@ Row fields (the API a dataset adapter, e.g. Harbor task folders, builds on):
   tests:  {path: content} | folder  a map is written relative to the working directory; a folder
                                     (absolute, or relative to the dataset file) is copied to
                                     `<tests_dir>/` (default `tests/`), keeping file modes
-A Harbor task maps onto this as tests: "<task>/tests", verify: "bash tests/test.sh" (its test.sh writes
-/logs/verifier/reward.txt, the container reward path); scripts that expect the tests at /tests can start
-their verify with `mkdir -p /tests && cp -r tests/. /tests/ &&` in a container. Within one verification
-the order is: tests copied in, reward dir cleared, `verify` run (one exec), reward read.
+A Harbor task (hermes_exp/inputs/harbor.py) maps onto this with a row-level verifier
+{"kind": "command", "tests_dir": "/tests", "require_reward_file": true}: an absolute tests_dir is a
+container path (sandbox=docker only), and without a reward file the verification fails, as in Harbor.
+Within one verification the order is: tests copied in, reward dir cleared, `verify` run (one exec),
+reward read.
 """
 
 from __future__ import annotations
@@ -48,12 +49,13 @@ class CommandVerifier:
 
     def __init__(self, timeout_seconds: float = 120, tests_dir: str = "tests", reward_dir: str = "logs/verifier",
                  container_reward_dir: str = "/logs/verifier", pass_threshold: float = 1.0,
-                 context: VerifyContext | None = None, **_: Any) -> None:
+                 require_reward_file: bool = False, context: VerifyContext | None = None, **_: Any) -> None:
         self.timeout = float(timeout_seconds)
         self.tests_dir = str(tests_dir)
         self.context = context or VerifyContext()
         self.reward_dir = str(container_reward_dir if self.context.in_container else reward_dir)
         self.pass_threshold = float(pass_threshold)
+        self.require_reward_file = bool(require_reward_file)  # Harbor: no reward file is a verifier error
 
     def row_problem(self, row: dict[str, Any]) -> str | None:
         command = row.get("verify")
@@ -82,6 +84,9 @@ class CommandVerifier:
                                  f"(verifier.timeout_seconds): {clip(output, 500)}")
         if exit_code is None:
             raise VerifierFailed(f"the verify command's exit status could not be read: {clip(output, 500)}")
+        if kind == "none" and self.require_reward_file:
+            raise VerifierFailed(f"the verify command (exit {exit_code}) wrote no {self.reward_dir}/reward.txt or "
+                                 f"reward.json, which this task's verifier must write: {clip(output, 500)}")
         reward = _reward(kind, text, exit_code)
         return Verdict(reward, clip(f"exit {exit_code}; reward {reward:g}\n{output}"))
 

@@ -8,6 +8,7 @@ docker) take one call per copy and keep file modes; any other Sandbox gets one w
 from __future__ import annotations
 
 import gzip
+import inspect
 import io
 import posixpath
 import tarfile
@@ -60,9 +61,12 @@ def _add_text(tar: tarfile.TarFile, path: str, content: Any, field: str) -> None
 
 
 def put_files(sandbox: Sandbox, spec: FileSpec | None, base_dir: str, dest: str = "", field: str = "files") -> int:
-    """Copy a spec into the sandbox; return how many files it held."""
+    """Copy a spec into the sandbox; return how many files it held. An absolute `dest` (Harbor's
+    /tests, /solution) is outside the working directory: only a container can take it."""
     if not spec:
         return 0
+    if posixpath.isabs(dest):
+        return _put_absolute(sandbox, spec, base_dir, dest, field)
     data = spec_tar(spec, base_dir, dest, field)
     put = getattr(sandbox, "put_archive", None)
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
@@ -73,6 +77,17 @@ def put_files(sandbox: Sandbox, spec: FileSpec | None, base_dir: str, dest: str 
     if put is not None:
         put(data)
     return len(members)
+
+
+def _put_absolute(sandbox: Sandbox, spec: FileSpec, base_dir: str, dest: str, field: str) -> int:
+    put = getattr(sandbox, "put_archive", None)
+    if put is None or "at" not in inspect.signature(put).parameters:
+        raise ConfigError(f"row field `{field}` goes to {dest}, outside the working directory, which only "
+                          f"sandbox=docker can do ({type(sandbox).__name__} cannot)", "run it with sandbox=docker")
+    data = spec_tar(spec, base_dir, posixpath.normpath(dest).lstrip("/"), field)
+    put(data, at="/")
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        return sum(1 for m in tar.getmembers() if m.isfile())
 
 
 def archive_workdir(sandbox: Sandbox, max_bytes: int) -> tuple[bytes | None, str]:

@@ -9,9 +9,9 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from hermes_exp.inputs import dataset_base_dir
 from hermes_exp.sandbox.base import Sandbox
 from hermes_exp.verify import registry
 from hermes_exp.verify.base import Score, Verifier, VerifierFailed, VerifyContext, clip
@@ -51,8 +51,7 @@ class Scorer:
         self.chosen = str((settings.get("verifier") or {}).get("kind", registry.NONE))
         if self.chosen not in self.options:
             self.options = {**self.options, self.chosen: settings.get("verifier") or {"kind": registry.NONE}}
-        dataset = (settings.get("dataset") or {}).get("path")
-        self.context = VerifyContext(base_dir=str(Path(dataset).expanduser().parent) if dataset else ".",
+        self.context = VerifyContext(base_dir=dataset_base_dir(settings.get("dataset")),
                                      in_container=(settings.get("sandbox") or {}).get("kind") == "docker",
                                      runtime=runtime, settings=settings)
         self._built: dict[str, Verifier] = {}

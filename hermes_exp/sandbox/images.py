@@ -1,0 +1,132 @@
+"""Images built from a build context (a Harbor task's `environment/` with its Dockerfile) through the
+Docker SDK. The tag is a hash of the context's content, so each distinct context is built once per
+engine and reused across runs and tasks; a failed build is a SandboxError naming the task and ending
+with the build log's last lines, remembered for the rest of the run so the task's other samples fail
+at once (the next invocation builds again: class `sandbox` is retried).
+
+A build spec (a row's `container.build`, written by hermes_exp.inputs.harbor):
+  context: str        the folder, relative to the dataset's folder (or absolute)
+  digest: str         content_digest(context) when the dataset was read (part of the task's key)
+  dockerfile: str     within the context (default "Dockerfile")
+  timeout_sec: float  Harbor's [environment].build_timeout_sec (default 600)
+  task: str           who needs it, for messages
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from hermes_exp.errors import SandboxError
+
+TAG_REPO = "hermes-exp/build"
+CONTEXT_LABEL = "hermes-exp.context"
+LOG_TAIL_LINES = 20
+BUILD_HINT = "fix the task's environment/Dockerfile (the same command again rebuilds it), or skip the task"
+
+
+def content_digest(folder: Path) -> str:
+    """A hash of a folder's content: every entry's relative path, its executable bit and its bytes
+    (a symlink: its target), in sorted order. Timestamps and ownership do not count."""
+    h = hashlib.blake2b(digest_size=16)
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() or p.is_symlink()):
+        rel = path.relative_to(folder).as_posix()
+        if path.is_symlink():
+            h.update(f"L\x00{rel}\x00{os.readlink(path)}\x00".encode())
+            continue
+        h.update(f"F\x00{rel}\x00{int(os.access(path, os.X_OK))}\x00{path.stat().st_size}\x00".encode())
+        with path.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def image_tag(digest: str) -> str:
+    return f"{TAG_REPO}:{digest[:24]}"
+
+
+class ImageBuilder:
+    """Per sandbox factory (per process and run): builds each tag at most once, one build per tag at
+    a time (concurrent tasks of one context wait for the same build)."""
+
+    def __init__(self, api: Callable[[], Any], errors: Callable[[], tuple[type[BaseException], ...]],
+                 base_dir: str = ".") -> None:
+        self._api, self._errors, self._base = api, errors, Path(base_dir)
+        self._lock = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
+        self._known: dict[str, tuple[str, SandboxError | None]] = {}  # tag -> (image workdir, failure)
+
+    def ensure(self, spec: dict[str, Any]) -> tuple[str, str]:
+        """(tag, the image's working directory) of the spec's image, built if the engine lacks it."""
+        task = str(spec.get("task") or spec.get("context"))
+        context = self._context(spec, task)
+        tag = image_tag(str(spec.get("digest") or ""))
+        with self._lock:
+            lock = self._locks.setdefault(tag, threading.Lock())
+        with lock:
+            if tag not in self._known:
+                self._known[tag] = self._find_or_build(spec, context, tag, task)
+        workdir, failure = self._known[tag]
+        if failure is not None:
+            raise failure
+        return tag, workdir
+
+    def _context(self, spec: dict[str, Any], task: str) -> Path:
+        context = Path(str(spec.get("context") or ""))
+        context = context if context.is_absolute() else self._base / context
+        if not context.is_dir():
+            raise SandboxError(f"task {task}: the build context {context} is not a folder",
+                               "check that the task folder still has its environment/ folder")
+        if content_digest(context) != spec.get("digest"):
+            raise SandboxError(f"task {task}: {context} changed since the dataset was read",
+                               "run again: the task's new content is a new task")
+        return context
+
+    def _find_or_build(self, spec: dict[str, Any], context: Path, tag: str, task: str) -> tuple[str, SandboxError | None]:
+        api = self._api()
+        try:
+            return _workdir(api.inspect_image(tag)), None
+        except self._errors() as exc:
+            if getattr(getattr(exc, "response", None), "status_code", None) != 404:
+                return "/", SandboxError(f"task {task}: cannot inspect image {tag}: {exc}")
+        failure = self._build(api, spec, context, tag, task)
+        if failure is not None:
+            return "/", failure
+        try:
+            return _workdir(api.inspect_image(tag)), None
+        except self._errors() as exc:
+            return "/", SandboxError(f"task {task}: the image {tag} was built but cannot be inspected: {exc}")
+
+    def _build(self, api: Any, spec: dict[str, Any], context: Path, tag: str, task: str) -> SandboxError | None:
+        """Stream the build; None when it succeeded, else the error with the log's tail."""
+        timeout = float(spec.get("timeout_sec") or 600)
+        tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
+        deadline = time.monotonic() + timeout
+        error = None
+        try:
+            stream = api.build(path=str(context), dockerfile=str(spec.get("dockerfile") or "Dockerfile"), tag=tag,
+                               rm=True, forcerm=True, pull=False, decode=True, timeout=timeout,
+                               labels={CONTEXT_LABEL: str(spec.get("digest"))})
+            for chunk in stream:
+                tail.extend(line for line in str(chunk.get("stream") or "").splitlines() if line.strip())
+                if chunk.get("error"):
+                    error = str(chunk["error"]).strip()
+                if time.monotonic() > deadline:
+                    error = f"the build took longer than build_timeout_sec={timeout:g}"
+                    break
+        except self._errors() as exc:
+            error = str(getattr(exc, "explanation", None) or exc)
+        if error is None:
+            return None
+        log = "\n".join(f"    {line}" for line in tail) or "    (no build output)"
+        return SandboxError(f"task {task}: building its image from {context / str(spec.get('dockerfile') or 'Dockerfile')} "
+                            f"failed: {error}\n  last lines of the build log:\n{log}", BUILD_HINT)
+
+
+def _workdir(inspected: dict[str, Any]) -> str:
+    return str((inspected.get("Config") or {}).get("WorkingDir") or "/")

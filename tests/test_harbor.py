@@ -1,0 +1,157 @@
+"""Harbor task folders as a dataset, through the real CLI, the mock model and a real Docker engine:
+images built from each task's environment/Dockerfile (FROM a locally built busybox image), tests
+copied to /tests after the agent, rewards from /logs/verifier, agent=oracle running solve.sh, a
+broken Dockerfile failing only its own task; task.toml read and reported without an engine."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import run_cli
+
+from hermes_exp.inputs.harbor import HarborSource
+from hermes_exp.inputs.harbor_toml import TaskTomlError, read_task_toml
+from hermes_exp.sandbox.images import CONTEXT_LABEL, TAG_REPO
+from tests.sandbox.conftest import IMAGE, docker_problem, unavailable
+
+TEST_SH = ('#!/bin/sh\nif [ "$(cat /app/out.txt 2>/dev/null)" = hello ]; then echo 1 > /logs/verifier/reward.txt; '
+           'else echo 0 > /logs/verifier/reward.txt; fi\n')
+SOLVE_SH = "#!/bin/sh\necho hello > /app/out.txt\n"
+TOML = '[metadata]\ndifficulty = "easy"\n\n[verifier]\ntimeout_sec = 60.0\n\n[agent]\ntimeout_sec = 120.0\n\n' \
+       '[environment]\nbuild_timeout_sec = 120.0\ncpus = 1\nmemory_mb = 256\n'
+
+
+def make_task(root: Path, name: str, instruction: str, dockerfile: str, toml: str = TOML) -> Path:
+    task = root / name
+    for sub in ("environment", "tests", "solution"):
+        (task / sub).mkdir(parents=True, exist_ok=True)
+    (task / "instruction.md").write_text(instruction)
+    (task / "task.toml").write_text(toml)
+    (task / "environment" / "Dockerfile").write_text(dockerfile)
+    (task / "tests" / "test.sh").write_text(TEST_SH)
+    (task / "solution" / "solve.sh").write_text(SOLVE_SH)
+    return task
+
+
+def make_dataset(root: Path, nonce: str) -> Path:
+    """Two tasks sharing one build context (built once), and one whose Dockerfile fails."""
+    good = f"FROM {IMAGE}\nLABEL hx.test.nonce={nonce}\nWORKDIR /app\nRUN echo built > /app/.built\n"
+    make_task(root, "solved", "Write hello to /app/out.txt.\nRUN: echo hello > /app/out.txt\n", good)
+    make_task(root, "unsolved", "Write hello to /app/out.txt.\nRUN: ls /tests/test.sh\nRUN: echo bye > /app/out.txt\n",
+              good, TOML + "fancy_new_option = true\n")
+    make_task(root, "broken", "Anything.\nRUN: true\n", f"FROM {IMAGE}\nLABEL hx.test.nonce={nonce}\nRUN echo broken-step-marker && exit 7\n")
+    return root
+
+
+def ledger(run_dir: Path) -> dict[str, dict[str, Any]]:
+    with sqlite3.connect(run_dir / "ledger.db") as db:
+        db.row_factory = sqlite3.Row
+        tasks = {r["key"]: dict(r) for r in db.execute("SELECT key, prompt_index, state, error_class, error, result FROM tasks "
+                                                  "ORDER BY finished_at")}
+        for key, reward, error in db.execute("SELECT key, reward, error FROM scores"):
+            tasks[key].update(reward=reward, score_error=error)
+    return {json.loads(t["result"])["row"]["id"]: t for t in tasks.values()}
+
+
+def built_by(engine: Any, nonce: str) -> list[Any]:
+    return engine.images.list(name=TAG_REPO, filters={"label": f"hx.test.nonce={nonce}"})
+
+
+@pytest.fixture
+def engine() -> Iterator[Any]:
+    problem = docker_problem()
+    if problem:
+        unavailable(problem)
+    import docker
+
+    client = docker.from_env()
+    yield client
+
+
+@pytest.fixture
+def nonce(engine: Any) -> Iterator[str]:
+    """Makes this test's build contexts new to the engine; their images are removed afterwards."""
+    value = uuid.uuid4().hex
+    yield value
+    for image in built_by(engine, value):
+        engine.images.remove(image.id, force=True)
+
+
+def _args(data: Path, run_name: str, base_url: str, *extra: str) -> list[str]:
+    return [f"dataset.path={data}", f"run_name={run_name}", "sandbox=docker", f"sandbox.image={IMAGE}",
+            "distribution=terminal_only",
+            "filters=none", "num_workers=3", f"model.base_url={base_url}", *extra]
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_harbor_tasks_model_oracle_and_broken_build(tmp_path: Path, mock_server, engine: Any, nonce: str) -> None:
+    data = make_dataset(tmp_path / "tasks", nonce)
+    first = run_cli(tmp_path, *_args(data, "model", mock_server.base_url), timeout=300)
+    assert first.returncode == 3, first.stderr  # the broken task failed; the others are settled
+    tasks = ledger(tmp_path / "outputs" / "model")
+    assert tasks["solved"]["reward"] == 1.0 and tasks["unsolved"]["reward"] == 0.0, tasks
+    listing = json.loads(tasks["unsolved"]["result"])["messages"][3]["content"]
+    assert "No such file" in listing  # the agent never saw /tests
+    broken = tasks["broken"]
+    assert broken["state"] == "error" and broken["error_class"] == "sandbox", broken
+    assert "task broken" in broken["error"] and "broken-step-marker" in broken["error"], broken["error"]
+    assert "returned a non-zero code: 7" in broken["error"] or "exit code: 7" in broken["error"], broken["error"]
+    assert first.stderr.count("fancy_new_option") == 1 and "unsolved/task.toml" in first.stderr
+    built = built_by(engine, nonce)
+    assert len(built) == 1 and built[0].labels.get(CONTEXT_LABEL)  # two tasks, one build context
+
+    oracle = run_cli(tmp_path, *_args(data, "oracle", mock_server.base_url, "agent=oracle"), timeout=300)
+    assert oracle.returncode == 3, oracle.stderr
+    tasks = ledger(tmp_path / "outputs" / "oracle")
+    assert tasks["solved"]["reward"] == 1.0 and tasks["unsolved"]["reward"] == 1.0, tasks
+    again = built_by(engine, nonce)
+    assert [i.id for i in again] == [built[0].id]  # reused, not rebuilt
+
+    (data / "unsolved" / "instruction.md").write_text("Write hello to /app/out.txt.\nRUN: echo hello > /app/out.txt\n")
+    (data / "broken" / "environment" / "Dockerfile").write_text(f"FROM {IMAGE}\nLABEL hx.test.nonce={nonce}\n")
+    edited = run_cli(tmp_path, *_args(data, "model", mock_server.base_url), timeout=300)
+    assert "(2 planned now" in edited.stderr, edited.stderr  # the two edited tasks; `solved` is kept
+    tasks = ledger(tmp_path / "outputs" / "model")
+    assert tasks["unsolved"]["reward"] == 1.0 and tasks["broken"]["reward"] == 0.0
+
+
+def test_harbor_needs_docker(tmp_path: Path) -> None:
+    data = make_dataset(tmp_path / "tasks", "x")
+    result = run_cli(tmp_path, f"dataset.path={data}", "sandbox=local", "run_name=h")
+    assert result.returncode == 2
+    assert "needs sandbox=docker" in result.stderr and "add sandbox=docker" in result.stderr
+
+
+def test_task_toml_mapping_and_reports(tmp_path: Path) -> None:
+    toml = ('version = "1.0"\n[verifier]\ntimeout_sec = 30\nenv = {MODE = "strict"}\n[agent]\ntimeout_sec = 90\n'
+            '[environment]\nmemory = "2G"\ncpus = 2\nallow_internet = false\ngpus = 1\nwidgets = 3\n')
+    parsed_path = tmp_path / "task.toml"
+    parsed_path.write_text(toml)
+    parsed = read_task_toml(parsed_path)
+    assert (parsed.verifier_timeout, parsed.agent_timeout, parsed.memory_mb, parsed.cpus) == (30, 90, 2048, 2)
+    assert parsed.network is False and parsed.verifier_env == {"MODE": "strict"}
+    assert parsed.ignored == ["[environment].gpus"] and parsed.unknown == ["[environment].widgets"]
+    parsed_path.write_text('[[steps]]\nname = "one"\n')
+    with pytest.raises(TaskTomlError, match="multi-step"):
+        read_task_toml(parsed_path)
+
+    data = make_dataset(tmp_path / "tasks", "x")
+    (data / "notes").mkdir()
+    records = {r.where.split("/")[-2]: r for r in HarborSource(data).rows()}
+    assert "no task.toml" in records["notes"].problem
+    row = records["solved"].row
+    assert row["id"] == "solved" and row["prompt"].startswith("Write hello")
+    assert row["container"]["build"]["context"] == "solved/environment" and row["limits"] == {"task_seconds": 120.0}
+    assert row["verifier"]["timeout_seconds"] == 60.0 and row["verifier"]["tests_dir"] == "/tests"
+    assert row["solution_dir"] == "/solution" and row["tests"] == "solved/tests"
+    before = row["harbor"]["digest"]
+    (data / "solved" / "tests" / "test.sh").write_text(TEST_SH + "# edited\n")
+    edited = {r.where.split("/")[-2]: r for r in HarborSource(data).rows()}["solved"].row
+    assert edited["harbor"]["digest"] != before  # editing a task changes its content key
