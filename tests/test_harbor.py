@@ -155,3 +155,22 @@ def test_task_toml_mapping_and_reports(tmp_path: Path) -> None:
     (data / "solved" / "tests" / "test.sh").write_text(TEST_SH + "# edited\n")
     edited = {r.where.split("/")[-2]: r for r in HarborSource(data).rows()}["solved"].row
     assert edited["harbor"]["digest"] != before  # editing a task changes its content key
+
+
+def test_harbor_folder_detection_and_base(tmp_path: Path) -> None:
+    from hermes_exp.inputs import dataset_base_dir, open_source
+
+    data = make_dataset(tmp_path / "tasks", "x")
+    source = open_source({"path": str(data)})
+    assert isinstance(source, HarborSource) and source.unit == "task"
+    assert dataset_base_dir({"path": str(data)}) == str(data)
+    one = open_source({"path": str(data / "solved"), "format": "harbor"})  # a single task folder
+    rows = [r.row for r in one.rows()]
+    assert [r["id"] for r in rows] == ["solved"]
+    assert dataset_base_dir({"path": str(data / "solved")}) == str(data)
+    (data / "solved" / "environment" / "Dockerfile").write_text("FROM scratch\n# a longer file than before\n")
+    again = [r.row for r in one.rows()][0]  # the same source (its digest cache) sees the edit
+    assert again["container"]["build"]["digest"] != rows[0]["container"]["build"]["digest"]
+    assert again["harbor"]["digest"] != rows[0]["harbor"]["digest"]
+    with pytest.raises(Exception, match="do not apply to a Harbor dataset"):
+        open_source({"path": str(data), "fields": {"prompt": "question"}})

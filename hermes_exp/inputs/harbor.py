@@ -53,6 +53,7 @@ class HarborSource:
         self._path, self.path = path, str(path)
         self.base = base_dir(path)
         self._reported: set[str] = set()  # task.toml keys already warned about, once each
+        self._digests: dict[Path, Any] = {}  # a run reads the tasks twice (scan, dispatch): hash once
 
     def _folders(self) -> list[Path]:
         if is_task(self._path):
@@ -77,8 +78,8 @@ class HarborSource:
         self._report(folder, parsed)
         name = folder.relative_to(self.base).as_posix()
         row: dict[str, Any] = {"id": name, "prompt": _instruction(folder),
-                               "harbor": {"digest": content_digest(folder)},
-                               "container": _container(folder, name, parsed)}
+                               "harbor": {"digest": content_digest(folder, self._digests)},
+                               "container": _container(folder, name, parsed, self._digests)}
         row.update(_verification(folder, name, parsed))
         row.update({k: v for k, v in (("image", parsed.docker_image), ("cwd", parsed.workdir)) if v})
         if parsed.agent_timeout is not None:
@@ -88,9 +89,6 @@ class HarborSource:
     def _report(self, folder: Path, parsed: Parsed) -> None:
         notes = [(k, "is not a Harbor task.toml key; it is ignored") for k in parsed.unknown]
         notes += [(k, "is not applied by hermes-exp") for k in parsed.ignored]
-        if parsed.network:
-            notes.append(("[environment].network_mode", "allows the internet: only with sandbox.network=true "
-                          "(containers are offline by default)"))
         env = {**parsed.verifier_env, **parsed.solution_env}
         if any("${" in v for v in env.values()):
             notes.append(("env ${VAR}", "templates are not resolved from the host (they would be stored "
@@ -110,7 +108,7 @@ def _instruction(folder: Path) -> str:
         raise TaskTomlError(f"cannot read instruction.md: {exc}") from exc
 
 
-def _container(folder: Path, name: str, parsed: Parsed) -> dict[str, Any]:
+def _container(folder: Path, name: str, parsed: Parsed, digests: dict[Path, Any]) -> dict[str, Any]:
     """The container the task runs in: built from environment/ (or Harbor's docker_image) with its limits."""
     env_dir = folder / "environment"
     if (env_dir / "docker-compose.yaml").is_file() or (env_dir / "docker-compose.yml").is_file():
@@ -119,7 +117,7 @@ def _container(folder: Path, name: str, parsed: Parsed) -> dict[str, Any]:
     if not parsed.docker_image and not (env_dir / "Dockerfile").is_file():
         raise TaskTomlError("no environment/Dockerfile (and no [environment].docker_image)")
     if not parsed.docker_image:  # Harbor prefers a prebuilt docker_image when the task names one
-        container["build"] = {"context": f"{name}/environment", "digest": content_digest(env_dir),
+        container["build"] = {"context": f"{name}/environment", "digest": content_digest(env_dir, digests),
                               "timeout_sec": parsed.build_timeout, "task": name}
     for key, value in (("cpus", parsed.cpus), ("memory_mb", parsed.memory_mb), ("network", parsed.network)):
         if value is not None:
@@ -149,10 +147,15 @@ def _verification(folder: Path, name: str, parsed: Parsed) -> dict[str, Any]:
 
 
 def check_sandbox(source: Any, settings: dict[str, Any]) -> None:
-    """A Harbor dataset runs in containers built from its tasks: refuse any other sandbox up front."""
+    """A Harbor dataset runs in containers built from its tasks: refuse any other sandbox up front,
+    and say once that Harbor's default network (public) stays off unless sandbox.network=true."""
     needed = getattr(source, "requires_sandbox", None)
-    kind = (settings.get("sandbox") or {}).get("kind")
-    if needed and kind != needed:
+    sandbox = settings.get("sandbox") or {}
+    if needed and sandbox.get("kind") != needed:
         raise ConfigError(f"the Harbor dataset {source.path} needs sandbox=docker (each task runs in the image "
-                          f"built from its environment/Dockerfile), but sandbox={kind} runs no containers",
-                          "add sandbox=docker to the command (and a reachable engine: DOCKER_HOST)")
+                          f"built from its environment/Dockerfile), but sandbox={sandbox.get('kind')} runs no "
+                          "containers", "add sandbox=docker to the command (and a reachable engine: DOCKER_HOST)")
+    if needed and not sandbox.get("network"):
+        log.warning("Harbor tasks have the internet unless their task.toml says network_mode = \"no-network\"; "
+                    "with sandbox.network=false every container of %s is offline (tests that download what "
+                    "they need will fail): set sandbox.network=true to give it to the tasks that ask", source.path)

@@ -371,7 +371,8 @@ class DockerSandboxFactory:
         api, docker = self._api(), _docker()
         memory = int(task.get("memory_mb") or self._memory_mb)
         network = self._network and task.get("network", True) is not False
-        mounts = [docker.types.Mount(workdir, None, type="volume")] if self._read_only else []
+        # a writable volume at the workdir, unless that is / (a Harbor image without WORKDIR)
+        mounts = [docker.types.Mount(workdir, None, type="volume")] if self._read_only and workdir != "/" else []
         host_config = api.create_host_config(
             network_mode="bridge" if network else "none", mem_limit=f"{memory}m",
             memswap_limit=f"{memory}m",  # no swap: the memory limit is a real limit

@@ -30,11 +30,20 @@ LOG_TAIL_LINES = 20
 BUILD_HINT = "fix the task's environment/Dockerfile (the same command again rebuilds it), or skip the task"
 
 
-def content_digest(folder: Path) -> str:
+def content_digest(folder: Path, cache: dict[Path, tuple[Any, str]] | None = None) -> str:
     """A hash of a folder's content: every entry's relative path, its executable bit and its bytes
-    (a symlink: its target), in sorted order. Timestamps and ownership do not count."""
+    (a symlink: its target), in sorted order. Timestamps and ownership do not count. With a `cache`,
+    a folder whose files all keep their size and mtime is not read again."""
+    paths = sorted(p for p in folder.rglob("*") if p.is_file() or p.is_symlink())
+    if cache is not None:
+        stats = [(p, p.lstat()) for p in paths]
+        signature = tuple((str(p), s.st_size, s.st_mtime_ns, s.st_mode) for p, s in stats)
+        if folder in cache and cache[folder][0] == signature:
+            return cache[folder][1]
+        cache[folder] = (signature, content_digest(folder))
+        return cache[folder][1]
     h = hashlib.blake2b(digest_size=16)
-    for path in sorted(p for p in folder.rglob("*") if p.is_file() or p.is_symlink()):
+    for path in paths:
         rel = path.relative_to(folder).as_posix()
         if path.is_symlink():
             h.update(f"L\x00{rel}\x00{os.readlink(path)}\x00".encode())
