@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import logging
 import os
 import threading
 import time
@@ -24,6 +25,7 @@ from typing import Any, Callable
 
 from hermes_exp.errors import SandboxError
 
+log = logging.getLogger(__name__)
 TAG_REPO = "hermes-exp/build"
 CONTEXT_LABEL = "hermes-exp.context"
 LOG_TAIL_LINES = 20
@@ -80,6 +82,8 @@ class ImageBuilder:
         with lock:
             if tag not in self._known:
                 self._known[tag] = self._find_or_build(spec, context, tag, task)
+                if self._known[tag][1] is not None:  # once per context: the tasks' errors repeat it
+                    log.warning("%s", self._known[tag][1])
         workdir, failure = self._known[tag]
         if failure is not None:
             raise failure
