@@ -60,3 +60,14 @@ def test_bench_inputs_prints_one_row_per_format(tmp_path: Path) -> None:
 def test_bench_verify_local_table() -> None:
     out = bench("bench_verify.py", "-n", "1", "--backends", "local", "--files", "3")
     assert "verify ms" in out and "archive bytes" in out and "\nlocal " in out
+
+
+@pytest.mark.slow
+def test_bench_harbor_read_and_container_tables() -> None:
+    problem = docker_problem()
+    if problem:
+        unavailable(problem)
+    out = bench("bench_harbor.py", "--tasks", "3", "--env-kb", "1", "-n", "1", "--image", IMAGE)
+    assert "| 3 | 1 |" in out and "second/first" in out
+    firsts = [line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| ") and "---" not in line]
+    assert firsts == ["tasks", "3", "container (open+exec+close)", "plain", "build", "reuse", "next run"]
