@@ -20,7 +20,25 @@ from typing import Any
 # Peak memory is VmHWM, not ru_maxrss: Linux folds the pre-exec address space (this benchmark's own,
 # with vfork) into ru_maxrss, which would report the benchmark's memory as the runner's.
 WRAPPER = """
-import atexit, json, os, resource, runpy, sys, time
+import atexit, json, os, resource, runpy, sys, threading, time
+_TOOLS = {"calls": 0, "cpu": 0.0}
+_TOOLS_LOCK = threading.Lock()
+def _timed_tools():
+    # CPU of the calling thread only (time.thread_time): what the runner spends on a tool call, the spawn,
+    # pipes and result handling included; the command's own CPU is RUSAGE_CHILDREN, the GIL wait is no CPU.
+    # the registry's dispatch (importing the agent loop here would import openai and distort start-up)
+    from hermes_exp.tools.registry import Registry
+    inner = Registry.call
+    def call_tool(*args, **kwargs):
+        start = time.thread_time()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            spent = time.thread_time() - start
+            with _TOOLS_LOCK:
+                _TOOLS["calls"] += 1
+                _TOOLS["cpu"] += spent
+    Registry.call = call_tool
 def _hwm_kb():
     for line in open("/proc/self/status"):
         if line.startswith("VmHWM:"):
@@ -30,8 +48,10 @@ def _dump():
     s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     with open(os.environ["HX_BENCH_RUSAGE"], "w") as f:
         json.dump({"self_cpu": s.ru_utime + s.ru_stime, "self_sys": s.ru_stime, "children_cpu": c.ru_utime + c.ru_stime,
-                   "maxrss_kb": _hwm_kb(), "imported": IMPORTED, "exited": time.time()}, f)
+                   "maxrss_kb": _hwm_kb(), "imported": IMPORTED, "exited": time.time(),
+                   "tool_calls": _TOOLS["calls"], "tool_cpu": _TOOLS["cpu"]}, f)
 atexit.register(_dump)
+_timed_tools()
 import hermes_exp.cli, hermes_exp.run
 IMPORTED = time.time()
 runpy.run_module("hermes_exp.cli", run_name="__main__", alter_sys=True)
@@ -50,6 +70,8 @@ class Invocation:
     children_cpu: float  # CPU seconds of the processes it ran (tool commands in the sandbox)
     maxrss_mb: float
     stderr: str
+    tool_calls: int = 0  # tool calls the agent loop made
+    tool_cpu: float = 0.0  # runner CPU seconds spent inside them (their threads), the commands' own excluded
 
 
 def run_cli(cwd: Path, args: list[str], env: dict[str, str] | None = None, timeout: float = 3600,
@@ -71,7 +93,8 @@ def run_cli(cwd: Path, args: list[str], env: dict[str, str] | None = None, timeo
     usage = json.loads(usage_file.read_text())
     usage_file.unlink()
     return Invocation(proc.returncode, wall, usage["imported"] - started, usage["self_cpu"],
-                      usage["self_sys"], usage["children_cpu"], usage["maxrss_kb"] / 1024, stderr)
+                      usage["self_sys"], usage["children_cpu"], usage["maxrss_kb"] / 1024, stderr,
+                      usage.get("tool_calls", 0), usage.get("tool_cpu", 0.0))
 
 
 class MockProcess(str):

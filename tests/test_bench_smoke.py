@@ -25,10 +25,12 @@ def bench(script: str, *args: str, timeout: float = 300) -> str:
 def test_bench_runner_prints_throughput_and_resume_tables(tmp_path: Path) -> None:
     out = bench("bench_runner.py", "-n", "10", "--concurrency", "2", "--latency-ms", "10",
                 "--resume-tasks", "50", "--workdir", str(tmp_path))
-    assert "| workers |" in out and "ideal/window" in out and "own CPU ms/prompt" in out
+    assert "| workers |" in out and "ideal/window" in out and "CPU ms/model call" in out and "CPU ms/tool call" in out
     assert "| tasks |" in out and "planning s" in out
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in out.splitlines() if line.startswith("|")]
-    assert ["2", "50"] in [r[:2] for r in rows]  # 10 prompts x 5 model calls, read back from statistics.json
+    # 10 prompts x 5 model calls (read back from statistics.json), 4 tool calls each (counted in the runner)
+    assert ["2", "50", "40"] in [r[:3] for r in rows]
+    assert ["50"] in [r[:1] for r in rows]  # the no-op invocation over 50 finished tasks
 
 
 def test_bench_sandbox_local_overhead_table() -> None:
@@ -49,7 +51,6 @@ def test_bench_sandbox_docker_runner_table() -> None:
     assert [r[0] for r in rows] == ["1", "2"] and all(r[1] == "20" for r in rows)  # 4 prompts x 5 calls
 
 
-@pytest.mark.slow
 def test_bench_inputs_prints_one_row_per_format(tmp_path: Path) -> None:
     pytest.importorskip("datasets")
     out = bench("bench_inputs.py", "-n", "50", "--prompt-chars", "20", "--workdir", str(tmp_path))
