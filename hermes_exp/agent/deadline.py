@@ -100,10 +100,14 @@ class DeadlineHTTPClient(httpx2.Client):
 
 
 # the SDK's own default client's pool size (openai._constants), which a custom client must restate
-_LIMITS = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
+MAX_CONNECTIONS, MAX_KEEPALIVE = 1000, 100
 
 
-def deadline_http_client(timeout: float) -> httpx2.Client:
-    """The model client's HTTP client: the SDK's defaults plus `attempt_deadline`."""
-    return DeadlineHTTPClient(timeout=httpx2.Timeout(timeout, connect=min(timeout, 5.0)), limits=_LIMITS,
+def deadline_http_client(timeout: float, sessions: int = 0) -> httpx2.Client:
+    """The model client's HTTP client: the SDK's defaults plus `attempt_deadline`, with a connection
+    kept alive for each of the process's `sessions`: with fewer, every call beyond the pool's keep-alive
+    size opens and closes a TCP connection (at 256 sessions most of the runner's CPU per call)."""
+    limits = httpx2.Limits(max_connections=max(MAX_CONNECTIONS, sessions),
+                           max_keepalive_connections=max(MAX_KEEPALIVE, sessions))
+    return DeadlineHTTPClient(timeout=httpx2.Timeout(timeout, connect=min(timeout, 5.0)), limits=limits,
                               follow_redirects=True)
