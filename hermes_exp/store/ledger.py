@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import hashlib
 import json
 import sqlite3
@@ -133,7 +133,7 @@ class Ledger:
             with self.db.conn:
                 if tools is not None:
                     row["tools_hash"] = self._tool_list(tools)
-                self.db["tasks"].upsert(row, pk="key", alter=False)
+                self.db.conn.execute(_upsert_sql(tuple(row)), list(row.values()))
 
     def _tool_list(self, tools: str) -> str:
         """Keep a tool list (JSON text exactly as sent) once; return its hash."""
@@ -196,6 +196,16 @@ class Ledger:
 
     def invocations(self) -> list[dict[str, Any]]:
         return list(self.db["invocations"].rows)
+
+
+@functools.lru_cache(maxsize=64)
+def _upsert_sql(columns: tuple[str, ...]) -> str:
+    """sqlite-utils' upsert of a task row (insert, or update only these columns) as one statement: its
+    own upsert reads the table's schema on every call, a dozen queries per recorded task."""
+    names = ", ".join(f'"{c}"' for c in columns)
+    updates = ", ".join(f'"{c}" = excluded."{c}"' for c in columns if c != "key")
+    return (f"INSERT INTO tasks ({names}) VALUES ({', '.join('?' * len(columns))}) "
+            f"ON CONFLICT(key) DO UPDATE SET {updates}")
 
 
 def _diff(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
