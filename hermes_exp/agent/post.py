@@ -1,0 +1,43 @@
+"""One prepared POST for the model client's hot path: the SDK builds the request (URL, auth and SDK
+headers, timeout) once, and each call sends only a new JSON body through the SDK's own httpx client.
+
+The SDK's per-call work (copying and validating options, re-merging headers, re-parsing the URL,
+wrapping the response) cost more CPU than the HTTP exchange itself (bench/RESULTS.md); the same
+client, transport, connection pool and deadline are used, so the wire is unchanged."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx2
+
+# httpx fills these in for every request (the body's length) or the SDK counts them per attempt.
+_PER_CALL = {b"content-length"}
+
+
+class PreparedPost:
+    """Sends JSON bodies like the template request, through `http`; returns the httpx response."""
+
+    def __init__(self, template: httpx2.Request, http: httpx2.Client) -> None:
+        self.url = template.url
+        self._headers = [(k, v) for k, v in template.headers.raw if k.lower() not in _PER_CALL]
+        self._extensions = dict(template.extensions)
+        self._http = http
+
+    def request(self, body: dict[str, Any]) -> httpx2.Request:
+        """The request of one call: the body serialised once, as the SDK serialises it."""
+        content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+        return httpx2.Request("POST", self.url, headers=self._headers, content=content,
+                              extensions=self._extensions)
+
+    def send(self, request: httpx2.Request) -> httpx2.Response:
+        """Raises httpx2's exceptions (the caller maps them to the SDK's), never on an HTTP status."""
+        return self._http.send(request)
+
+
+def decoded(response: httpx2.Response) -> Any:
+    """The answer as the SDK decodes it for `cast_to=object`: JSON when the server says it is JSON,
+    else the text (which the caller refuses as not a completion)."""
+    content_type = response.headers.get("content-type", "*").split(";")[0]
+    return response.json() if content_type.endswith("json") else response.text
