@@ -62,7 +62,7 @@ def ledger(run_dir: Path) -> dict[str, dict[str, Any]]:
 def docker_errors(engine: Any) -> type[Exception]:
     import docker
 
-    return docker.errors.APIError
+    return docker.errors.NotFound
 
 
 def built_by(engine: Any, nonce: str) -> list[Any]:
@@ -89,8 +89,8 @@ def nonce(engine: Any) -> Iterator[str]:
     for image in sorted(leftovers, key=lambda i: i.attrs["Created"], reverse=True):  # children first
         try:
             engine.images.remove(image.id, force=True)
-        except docker_errors(engine) as exc:  # already gone with its child
-            print(f"not removed: {image.id}: {exc}")
+        except docker_errors(engine):  # already gone with its child
+            pass
 
 
 def _args(data: Path, run_name: str, base_url: str, *extra: str) -> list[str]:
@@ -184,3 +184,36 @@ def test_harbor_folder_detection_and_base(tmp_path: Path) -> None:
     assert again["harbor"]["digest"] != rows[0]["harbor"]["digest"]
     with pytest.raises(Exception, match="do not apply to a Harbor dataset"):
         open_source({"path": str(data), "fields": {"prompt": "question"}})
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_prebuilt_docker_image_and_fallback_build(tmp_path: Path, mock_server, engine: Any, nonce: str) -> None:
+    """[environment].docker_image is used when the engine has it (no Dockerfile needed); one it cannot
+    get is replaced by a build of environment/. Tasks keep the image's HOME, not the workdir."""
+    root = tmp_path / "tasks"
+    solve = "#!/bin/sh\nmkdir -p /app && echo hello > /app/out.txt\necho \"home=$HOME pwd=$(pwd)\"\n"
+    prebuilt = make_task(root, "prebuilt", "Anything.\n", "", TOML + f'docker_image = "{IMAGE}"\n')
+    (prebuilt / "environment" / "Dockerfile").unlink()
+    fallback = make_task(root, "fallback", "Anything.\n", f"FROM {IMAGE}\nLABEL hx.test.nonce={nonce}\nWORKDIR /app\n",
+                         TOML + 'docker_image = "hermes-exp-test/absent:never"\n')
+    for task in (prebuilt, fallback):
+        (task / "solution" / "solve.sh").write_text(solve)
+    result = run_cli(tmp_path, *_args(root, "pre", mock_server.base_url, "agent=oracle", "sandbox.pull_timeout=5"),
+                     timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "building it from fallback/environment instead" in result.stderr
+    tasks = ledger(tmp_path / "outputs" / "pre")
+    assert tasks["prebuilt"]["reward"] == 1.0 and tasks["fallback"]["reward"] == 1.0, tasks
+    said = {name: json.loads(json.loads(t["result"])["messages"][-2]["content"])["output"] for name, t in tasks.items()}
+    assert "pwd=/app" in said["fallback"] and "home=/app" not in said["fallback"], said
+    assert "pwd=/\n" in said["prebuilt"], said  # busybox has no WORKDIR: Harbor runs in /
+
+
+def test_row_limits_narrow_the_runs() -> None:
+    from hermes_exp.agent.limits import for_row
+
+    settings = {"limits": {"task_seconds": 60, "task_tokens": None}}
+    assert for_row(settings, {"limits": {"task_seconds": 120}})["limits"]["task_seconds"] == 60
+    assert for_row({"limits": {"task_seconds": None}}, {"limits": {"task_seconds": 120}})["limits"]["task_seconds"] == 120
+    assert for_row(settings, {"prompt": "x"}) is settings

@@ -4,7 +4,8 @@ instruction.md (the prompt), task.toml, environment/Dockerfile, tests/test.sh, s
 
 Each task becomes a row for the parts hermes-exp already has, with Harbor's container paths
 (src/harbor/models/trial/paths.py, EnvironmentPaths):
-- the image is built from environment/ (hermes_exp/sandbox/images.py) and the agent starts in its WORKDIR;
+- the image is [environment].docker_image when the engine has or can pull it, else built from
+  environment/ (hermes_exp/sandbox/images.py); the agent starts in its WORKDIR;
 - tests/ is copied to /tests only after the agent (src/harbor/verifier/verifier.py), test.sh runs there
   and /logs/verifier/reward.json (else reward.txt) is the score: the `command` verifier;
 - agent=oracle copies solution/ to /solution and runs solve.sh (src/harbor/agents/oracle.py);
@@ -116,7 +117,7 @@ def _container(folder: Path, name: str, parsed: Parsed, digests: dict[Path, Any]
     container: dict[str, Any] = {}
     if not parsed.docker_image and not (env_dir / "Dockerfile").is_file():
         raise TaskTomlError("no environment/Dockerfile (and no [environment].docker_image)")
-    if not parsed.docker_image:  # Harbor prefers a prebuilt docker_image when the task names one
+    if (env_dir / "Dockerfile").is_file():  # a prebuilt docker_image (row `image`) is tried first, as in Harbor
         container["build"] = {"context": f"{name}/environment", "digest": content_digest(env_dir, digests),
                               "timeout_sec": parsed.build_timeout, "task": name}
     for key, value in (("cpus", parsed.cpus), ("memory_mb", parsed.memory_mb), ("network", parsed.network)):

@@ -93,8 +93,8 @@ def _sort_keys(data: dict[str, Any], parsed: Parsed) -> None:
                 raise TaskTomlError(f"{name}: {REFUSED[(table, key)]}")
             if key not in known:
                 parsed.unknown.append(name)
-            elif key not in APPLIED[table]:
-                parsed.ignored.append(name)
+            elif key not in APPLIED[table] and section[key] not in ({}, [], 0, None, False, ""):
+                parsed.ignored.append(name)  # an empty value (`gpus = 0`, `mcp_servers = []`) asks for nothing
 
 
 def _table(data: dict[str, Any], name: str) -> dict[str, Any]:

@@ -332,11 +332,10 @@ class DockerSandboxFactory:
         return None
 
     def _placement(self, row: dict[str, Any]) -> tuple[str, str]:
-        """(image, working directory) of a row: its `container.build` (built here, in the image's
-        WORKDIR), else its `image`, else sandbox.image (in /task); a row's `cwd` wins."""
-        build = (row.get("container") or {}).get("build")
-        if build:
-            image, workdir = self._builder.ensure(build)
+        """(image, working directory) of a row: a task row's (`container`: its image or build, in
+        the image's WORKDIR), else its `image`, else sandbox.image (in /task); a row's `cwd` wins."""
+        if row.get("container") is not None:
+            image, workdir = self._builder.task_image(row, self._ensure_image)
         else:
             image, workdir = str(row.get("image") or row.get("docker_image") or self.image), "/task"
             self._ensure_image(image)
@@ -353,8 +352,9 @@ class DockerSandboxFactory:
                 self._slots.release()
             raise
         env = clean_env(workdir, self._env)
-        if "PATH" not in self._env:
-            env.pop("PATH")  # keep the image's own PATH (conda, venvs, ...)
+        for name in ("PATH", "HOME") if row.get("container") is not None else ("PATH",):
+            if name not in self._env:
+                env.pop(name)  # keep the image's own PATH (conda, venvs, ...); a task image's HOME
         released = threading.Event()
 
         def release() -> None:

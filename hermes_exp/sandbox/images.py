@@ -71,6 +71,40 @@ class ImageBuilder:
         self._lock = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
         self._known: dict[str, tuple[str, SandboxError | None]] = {}  # tag -> (image workdir, failure)
+        self._workdirs: dict[str, str] = {}  # prebuilt image -> its WORKDIR
+        self._fallbacks: set[str] = set()  # prebuilt images given up for a build (said once each)
+
+    def task_image(self, row: dict[str, Any], ensure_image: Callable[[str], None]) -> tuple[str, str]:
+        """(image, its WORKDIR) of a task row: its prebuilt `image` when the engine has it or can pull
+        it (Harbor prefers a task's docker_image), else built from its `container.build`."""
+        image, build = row.get("image"), (row.get("container") or {}).get("build")
+        if image:
+            try:
+                ensure_image(str(image))
+                return str(image), self._workdir_of(str(image))
+            except SandboxError as exc:
+                if not build:
+                    raise
+                with self._lock:
+                    first = str(image) not in self._fallbacks
+                    self._fallbacks.add(str(image))
+                if first:
+                    log.warning("%s; building it from %s instead", exc.message, build.get("context"))
+        if not build:
+            raise SandboxError(f"task {row.get('id')}: no image to run it in", "give it an environment/Dockerfile")
+        return self.ensure(build)
+
+    def _workdir_of(self, image: str) -> str:
+        with self._lock:
+            if image in self._workdirs:
+                return self._workdirs[image]
+        try:
+            workdir = _workdir(self._api().inspect_image(image))
+        except self._errors() as exc:
+            raise SandboxError(f"cannot inspect docker image {image!r}: {exc}") from exc
+        with self._lock:
+            self._workdirs[image] = workdir
+        return workdir
 
     def ensure(self, spec: dict[str, Any]) -> tuple[str, str]:
         """(tag, the image's working directory) of the spec's image, built if the engine lacks it."""
