@@ -127,7 +127,7 @@ def check(settings: dict[str, Any]) -> dict[str, float]:
     from hermes_exp.agent.limits import TaskLimits
 
     TaskLimits.from_settings(settings)
-    from hermes_exp.agent.model import check_config  # sampling, routing, reasoning, retry, rate limit, budget
+    from hermes_exp.agent.checks import check_config  # sampling, routing, reasoning, retry, rate limit, budget
 
     check_config(settings)
     api_key(settings)

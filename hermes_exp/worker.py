@@ -15,7 +15,6 @@ from hydra.utils import instantiate
 from hermes_exp.agent.control import agent_kind, run_nop, run_oracle
 from hermes_exp.agent.limits import for_row
 from hermes_exp.agent.loop import Cancelled, Outcome, run_agent
-from hermes_exp.agent.model import ModelClient
 from hermes_exp.dataset import Task
 from hermes_exp.distribution import draw
 from hermes_exp.errors import HermesExpError, ProviderError, SandboxError
@@ -43,6 +42,8 @@ class Runtime:
 
     def __init__(self, settings: dict[str, Any]) -> None:
         runtime = settings["runtime"]
+        from hermes_exp.agent.model import ModelClient  # openai: only in processes that run tasks
+
         self.client = ModelClient.from_settings(settings)  # shared: rate limiter, budget, auth circuit
         # the key is read: from now on a tool command reading /proc/$PPID/environ finds it blanked
         wipe_environ_block(secret_names(settings))

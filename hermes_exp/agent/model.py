@@ -18,6 +18,7 @@ import openai
 from hermes_exp.agent.deadline import attempt_deadline, deadline_http_client
 from hermes_exp.agent.post import PreparedPost, decoded
 from hermes_exp.agent.cache import CacheControl
+from hermes_exp.agent.checks import check_config
 from hermes_exp.agent.ratelimit import Limits, RateLimiter
 from hermes_exp.agent.retry import AuthCircuit, Failure, RetryPolicy, retry_after, upstream_failure
 from hermes_exp.agent.wire import SAMPLING_KEYS, Interop, call_request, static_request
@@ -38,17 +39,6 @@ class Reply:
     usage: dict[str, Any] = field(default_factory=dict)
     served_by: dict[str, Any] = field(default_factory=dict)
     attempts: int = 1
-
-
-def check_config(settings: dict[str, Any]) -> None:
-    """Validate every model, provider and budget setting before any work (raises ConfigError)."""
-    model, provider = settings["model"], settings["provider"]
-    static_request(model, provider)
-    CacheControl.from_config(model.get("cache_control"))
-    RetryPolicy.from_config(model.get("retry"))
-    Limits.from_config(model.get("rate_limit"), int(settings.get("num_workers") or 1))
-    Pricing.from_config(model.get("pricing"))
-    BudgetLimits.from_settings(settings)
 
 
 class ModelClient:

@@ -5,10 +5,12 @@ is a failure, never a placeholder kept as if it were a summary."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hermes_exp.agent.model import ModelClient
 from hermes_exp.errors import ProviderError
+
+if TYPE_CHECKING:  # openai is imported only when a summary is asked for
+    from hermes_exp.agent.model import ModelClient
 
 SUMMARY_MARK = "TURNS TO SUMMARIZE:"  # the offline mock model recognises a summariser request by it
 PREFIX = "[CONTEXT SUMMARY]:"

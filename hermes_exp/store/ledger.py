@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import sqlite_utils
+from hermes_exp.store.lean import sqlite_utils
 
 from hermes_exp.errors import LedgerError
 from hermes_exp.store import migrations

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-import sqlite_utils
+from hermes_exp.store.lean import sqlite_utils
 
 Migration = Callable[[sqlite_utils.Database], None]
 MIGRATIONS: list[tuple[str, Migration]] = []

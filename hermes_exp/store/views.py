@@ -5,7 +5,7 @@ copied, so views are always current and cost nothing to keep. `create_views` is 
 
 from __future__ import annotations
 
-import sqlite_utils
+from hermes_exp.store.lean import sqlite_utils
 
 # An assistant message carries reasoning natively or inline; mirrors hermes_exp.agent.reasoning.
 _HAS_REASONING = """(
