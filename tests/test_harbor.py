@@ -217,3 +217,19 @@ def test_row_limits_narrow_the_runs() -> None:
     assert for_row(settings, {"limits": {"task_seconds": 120}})["limits"]["task_seconds"] == 60
     assert for_row({"limits": {"task_seconds": None}}, {"limits": {"task_seconds": 120}})["limits"]["task_seconds"] == 120
     assert for_row(settings, {"prompt": "x"}) is settings
+
+
+def test_build_slots_and_reward_option_leave_identities_alone() -> None:
+    """sandbox.max_builds is how a run goes, not what it produces; the command verifier's identity
+    is what it was before Harbor rows could ask for a reward file."""
+    from hermes_exp.settings import identity_hash
+    from hermes_exp.verify import registry
+
+    base = {"sandbox": {"kind": "docker", "image": "x"}, "model": {"name": "m"}, "seed": 0}
+    assert identity_hash(base) == identity_hash({**base, "sandbox": {**base["sandbox"], "max_builds": 8}})
+    from omegaconf import OmegaConf
+
+    command = OmegaConf.to_container(OmegaConf.load(Path(__file__).parent.parent / "conf/verifier/command.yaml"))
+    assert "require_reward_file" not in command
+    harbor_row = {"kind": "command", "tests_dir": "/tests", "require_reward_file": True}
+    assert registry.identity({**command, **harbor_row}) != registry.identity(command)

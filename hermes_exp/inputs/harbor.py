@@ -82,7 +82,10 @@ class HarborSource:
                                "harbor": {"digest": content_digest(folder, self._digests)},
                                "container": _container(folder, name, parsed, self._digests)}
         row.update(_verification(folder, name, parsed))
-        row.update({k: v for k, v in (("image", parsed.docker_image), ("cwd", parsed.workdir)) if v})
+        if parsed.docker_image and "build" not in row["container"]:
+            row["image"] = parsed.docker_image  # the only image: checked (pulled) before the run starts
+        if parsed.workdir:
+            row["cwd"] = parsed.workdir
         if parsed.agent_timeout is not None:
             row["limits"] = {"task_seconds": parsed.agent_timeout}
         return row
@@ -117,9 +120,11 @@ def _container(folder: Path, name: str, parsed: Parsed, digests: dict[Path, Any]
     container: dict[str, Any] = {}
     if not parsed.docker_image and not (env_dir / "Dockerfile").is_file():
         raise TaskTomlError("no environment/Dockerfile (and no [environment].docker_image)")
-    if (env_dir / "Dockerfile").is_file():  # a prebuilt docker_image (row `image`) is tried first, as in Harbor
+    if (env_dir / "Dockerfile").is_file():
         container["build"] = {"context": f"{name}/environment", "digest": content_digest(env_dir, digests),
                               "timeout_sec": parsed.build_timeout, "task": name}
+        if parsed.docker_image:  # tried first, as in Harbor; pulled by the task that needs it, else built
+            container["image"] = parsed.docker_image
     for key, value in (("cpus", parsed.cpus), ("memory_mb", parsed.memory_mb), ("network", parsed.network)):
         if value is not None:
             container[key] = value

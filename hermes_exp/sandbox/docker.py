@@ -252,7 +252,8 @@ class DockerSandboxFactory:
     def __init__(self, image: str = "python:3.11-slim", network: bool = False, memory_mb: int = 2048,
                  cpus: float = 1.0, pids_limit: int = 256, read_only: bool = False, max_sandboxes: int = 8,
                  pull_timeout: float = 300, output_limit: int = 20000, env: dict[str, str] | None = None,
-                 base_url: str | None = None, run_id: str = "run", base_dir: str = ".", **_: Any) -> None:
+                 base_url: str | None = None, run_id: str = "run", base_dir: str = ".", max_builds: int = 2,
+                 **_: Any) -> None:
         self.image, self.run_id = image, str(run_id)
         self._network, self._read_only = bool(network), bool(read_only)
         self._memory_mb, self._cpus, self._pids_limit = int(memory_mb), float(cpus), int(pids_limit)
@@ -264,7 +265,7 @@ class DockerSandboxFactory:
         self._client: Any = None
         self._images: dict[str, SandboxError | None] = {}
         self._image_locks: dict[str, threading.Lock] = {}
-        self._builder = ImageBuilder(self._api, _engine_errors, base_dir)  # a row's container.build
+        self._builder = ImageBuilder(self._api, _engine_errors, base_dir, max_builds)  # a row's container.build
 
     def preflight(self, rows_images: set[str] | None = None) -> None:
         """Fail once if the engine is unreachable; reap this run's leftovers; warm the images (a

@@ -66,8 +66,9 @@ class ImageBuilder:
     a time (concurrent tasks of one context wait for the same build)."""
 
     def __init__(self, api: Callable[[], Any], errors: Callable[[], tuple[type[BaseException], ...]],
-                 base_dir: str = ".") -> None:
+                 base_dir: str = ".", max_builds: int = 2) -> None:
         self._api, self._errors, self._base = api, errors, Path(base_dir)
+        self._slots = threading.BoundedSemaphore(max(1, int(max_builds)))  # builds are CPU and disk heavy
         self._lock = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
         self._known: dict[str, tuple[str, SandboxError | None]] = {}  # tag -> (image workdir, failure)
@@ -75,9 +76,11 @@ class ImageBuilder:
         self._fallbacks: set[str] = set()  # prebuilt images given up for a build (said once each)
 
     def task_image(self, row: dict[str, Any], ensure_image: Callable[[str], None]) -> tuple[str, str]:
-        """(image, its WORKDIR) of a task row: its prebuilt `image` when the engine has it or can pull
-        it (Harbor prefers a task's docker_image), else built from its `container.build`."""
-        image, build = row.get("image"), (row.get("container") or {}).get("build")
+        """(image, its WORKDIR) of a task row (`container`): its prebuilt image (the row's `image`, or
+        `container.image` beside a build) when the engine has it or can pull it (Harbor prefers a task's
+        docker_image), else built from `container.build`."""
+        container = row.get("container") or {}
+        image, build = row.get("image") or container.get("image"), container.get("build")
         if image:
             try:
                 ensure_image(str(image))
@@ -141,7 +144,8 @@ class ImageBuilder:
         except self._errors() as exc:
             if getattr(getattr(exc, "response", None), "status_code", None) != 404:
                 return "/", SandboxError(f"task {task}: cannot inspect image {tag}: {exc}")
-        failure = self._build(api, spec, context, tag, task)
+        with self._slots:
+            failure = self._build(api, spec, context, tag, task)
         if failure is not None:
             return "/", failure
         try:
