@@ -216,7 +216,7 @@ def _dispatch(settings: dict[str, Any], ledger: Ledger, dataset: Source, todo: l
                                             "spent_usd": guard.spent, "invocation": invocation}}
         try:
             probe(base_url)
-            _preflight(settings, images)
+            _preflight(settings, images, own_images=bool(getattr(dataset, "own_images", False)))
             tasks = guard.gate(_marked(ledger, dataset, todo))
             for result in executor.map_unordered(worker.run_task, settings, tasks):
                 limiter = result.pop("limiter", None)  # the worker process's figures, not the task's
@@ -261,11 +261,12 @@ def _job_name(run_dir: Path, run_name: str) -> str:
     return "" if run_dir.name == run_name else run_dir.name
 
 
-def _preflight(settings: dict[str, Any], images: set[str]) -> None:
-    """Checks that fail the whole run before any task starts (engine down, bubblewrap missing)."""
+def _preflight(settings: dict[str, Any], images: set[str], own_images: bool = False) -> None:
+    """Checks that fail the whole run before any task starts (engine down, bubblewrap missing).
+    `own_images`: every row brings its container (Harbor tasks), so sandbox.image is not warmed."""
     factory = worker.runtime_for(settings).sandboxes
     if hasattr(factory, "preflight"):
-        factory.preflight(images)
+        factory.preflight(images, **({"default_image": False} if own_images else {}))
     if Redactor.from_env(settings) and runs_on_host(factory):
         log.warning("sandbox=%s runs tool commands as host processes of your user: a command can read "
                     "the API key ($%s) from any process of yours that holds it (your shell included, "

@@ -199,9 +199,11 @@ def test_prebuilt_docker_image_and_fallback_build(tmp_path: Path, mock_server, e
                          TOML + 'docker_image = "hermes-exp-test/absent:never"\n')
     for task in (prebuilt, fallback):
         (task / "solution" / "solve.sh").write_text(solve)
-    result = run_cli(tmp_path, *_args(root, "pre", mock_server.base_url, "agent=oracle", "sandbox.pull_timeout=5"),
-                     timeout=300)
+    args = [a if not a.startswith("sandbox.image=") else "sandbox.image=hermes-exp-test/never-used:1"
+            for a in _args(root, "pre", mock_server.base_url, "agent=oracle", "sandbox.pull_timeout=5")]
+    result = run_cli(tmp_path, *args, timeout=300)
     assert result.returncode == 0, result.stderr
+    assert "never-used" not in result.stderr  # no task runs in sandbox.image: it is not pulled
     assert "building it from fallback/environment instead" in result.stderr
     tasks = ledger(tmp_path / "outputs" / "pre")
     assert tasks["prebuilt"]["reward"] == 1.0 and tasks["fallback"]["reward"] == 1.0, tasks

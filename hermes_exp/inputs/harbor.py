@@ -49,6 +49,7 @@ class HarborSource:
 
     unit = "task"
     requires_sandbox = "docker"
+    own_images = True  # every task brings its image: sandbox.image is never used
 
     def __init__(self, path: Path) -> None:
         self._path, self.path = path, str(path)

@@ -267,11 +267,12 @@ class DockerSandboxFactory:
         self._image_locks: dict[str, threading.Lock] = {}
         self._builder = ImageBuilder(self._api, _engine_errors, base_dir, max_builds)  # a row's container.build
 
-    def preflight(self, rows_images: set[str] | None = None) -> None:
+    def preflight(self, rows_images: set[str] | None = None, default_image: bool = True) -> None:
         """Fail once if the engine is unreachable; reap this run's leftovers; warm the images (a
-        missing image is only logged here: the tasks naming it fail one by one)."""
+        missing image is only logged here: the tasks naming it fail one by one); sandbox.image too
+        unless no row runs in it (`default_image=False`)."""
         self._api()
-        for image in sorted(set(rows_images or ()) | {self.image}):
+        for image in sorted(set(rows_images or ()) | ({self.image} if default_image else set())):
             try:
                 self._ensure_image(image)
             except SandboxError as exc:
