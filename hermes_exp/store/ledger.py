@@ -83,11 +83,17 @@ class Ledger:
 
     def reindex(self, indexed: list[tuple[int, str, int]]) -> None:
         """Keep prompt_index equal to each task's line in the current dataset file."""
+        # Read once and update only what moved: an UPDATE per task (100k of them on every start of a
+        # settled run) was a second of a no-op invocation.
+        stored = dict(self.db.execute("SELECT key, prompt_index FROM tasks"))
+        moved = [(slot[0], slot[1]) for slot in indexed if slot[1] in stored and stored[slot[1]] != slot[0]]
+        del stored
+        if not moved:
+            return
         now = time.time()
         with self.lock, self.db.conn:
-            self.db.conn.executemany(
-                "UPDATE tasks SET prompt_index = ?, updated_at = ? WHERE key = ? AND prompt_index IS NOT ?",
-                [(slot[0], now, slot[1], slot[0]) for slot in indexed])
+            self.db.conn.executemany("UPDATE tasks SET prompt_index = ?, updated_at = ? WHERE key = ?",
+                                     [(index, now, key) for index, key in moved])
 
     def set_selection(self, keys: list[str] | None) -> None:
         """The tasks a narrowed selection covers (None: the whole dataset). Exports and statistics read
