@@ -235,3 +235,14 @@ def test_build_slots_and_reward_option_leave_identities_alone() -> None:
     assert "require_reward_file" not in command
     harbor_row = {"kind": "command", "tests_dir": "/tests", "require_reward_file": True}
     assert registry.identity({**command, **harbor_row}) != registry.identity(command)
+
+
+def test_reward_json_of_one_key_is_the_reward() -> None:
+    """As Harbor's metrics read a reward dict (src/harbor/metrics/base.py): "reward", else its only key."""
+    from hermes_exp.verify.base import VerifierFailed
+    from hermes_exp.verify.command import _reward
+
+    assert _reward("json", '{"reward": 0.5, "style": 1}', 0) == 0.5
+    assert _reward("json", '{"accuracy": 0.25}', 1) == 0.25
+    with pytest.raises(VerifierFailed, match="a single"):
+        _reward("json", '{"a": 1, "b": 0}', 0)

@@ -78,7 +78,7 @@ def test_command_rewards(box, verify: str, reward: float) -> None:
 
 @pytest.mark.parametrize("verify, message", [
     ("echo lots > logs/verifier/reward.txt", "unreadable reward.txt"),
-    ("echo '{\"score\": 1}' > logs/verifier/reward.json", "not a number"),
+    ("echo '{\"score\": 1, \"style\": 0}' > logs/verifier/reward.json", "not a number"),  # one key would be the reward
     ("sleep 5", "timed out"),
 ])
 def test_command_failures_are_verifier_errors(box, verify: str, message: str) -> None:

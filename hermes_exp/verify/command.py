@@ -2,8 +2,8 @@
 now, so the agent never saw them) and run the row's `verify` command there.
 
 The reward follows Harbor's convention: exit status 0 -> 1.0, else 0.0, unless the command writes a
-number (`reward.txt`) or a JSON object `{"reward": ...}` (`reward.json`) to the reward directory:
-`logs/verifier/` relative to the working directory on local/bwrap, `/logs/verifier/` in a container.
+number (`reward.txt`) or a JSON object `{"reward": ...}` or of a single key (`reward.json`) to the reward
+directory: `logs/verifier/` relative to the working directory on local/bwrap, `/logs/verifier/` in a container.
 Whatever the agent left there is removed first.
 
 Row fields (the API a dataset adapter, e.g. Harbor task folders, builds on):
@@ -112,8 +112,9 @@ def _reward(kind: str, text: str, exit_code: int) -> float:
         value: Any = json.loads(text) if kind == "json" else float(text.strip())
     except ValueError as exc:
         raise VerifierFailed(f"the verify command wrote an unreadable reward.{kind}: {text.strip()[:200]!r}") from exc
-    if isinstance(value, dict):
-        value = value.get("reward")
+    if isinstance(value, dict):  # Harbor (src/harbor/metrics/base.py): a single key is the reward
+        value = next(iter(value.values())) if len(value) == 1 and "reward" not in value else value.get("reward")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise VerifierFailed(f"the reward file holds {text.strip()[:200]!r}, not a number or {{\"reward\": <number>}}")
+        raise VerifierFailed(f"the reward file holds {text.strip()[:200]!r}, not a number, {{\"reward\": <number>}} "
+                             "or a single {\"<name>\": <number>}")
     return float(value)
