@@ -26,7 +26,8 @@ NOT_IDENTITY = {
               "mock_server.fail_rate", "mock_server.faults", "mock_server.usage_cost", "mock_server.provider_name", "cache_control",
               "mock_server.summary_chars"],
     "provider": ["api_key_env", "base_url", "headers"],
-    "sandbox": ["_target_", "root", "keep", "max_sandboxes", "pull_timeout", "output_limit", "max_builds"],
+    "sandbox": ["_target_", "root", "keep", "max_sandboxes", "pull_timeout", "output_limit", "max_builds",
+                "max_starts_per_second"],
     "distribution": ["description"],
 }
 

@@ -21,6 +21,7 @@ from hermes_exp.sandbox.background import BackgroundSet
 from hermes_exp.sandbox.base import ExecResult, confine
 from hermes_exp.sandbox.images import ImageBuilder
 from hermes_exp.sandbox.process import clean_env, read_bounded
+from hermes_exp.sandbox.startrate import StartRate
 
 log = logging.getLogger(__name__)
 
@@ -253,7 +254,7 @@ class DockerSandboxFactory:
                  cpus: float = 1.0, pids_limit: int = 256, read_only: bool = False, max_sandboxes: int = 8,
                  pull_timeout: float = 300, output_limit: int = 20000, env: dict[str, str] | None = None,
                  base_url: str | None = None, run_id: str = "run", base_dir: str = ".", max_builds: int = 2,
-                 **_: Any) -> None:
+                 max_starts_per_second: float = 0.0, **_: Any) -> None:
         self.image, self.run_id = image, str(run_id)
         self._network, self._read_only = bool(network), bool(read_only)
         self._memory_mb, self._cpus, self._pids_limit = int(memory_mb), float(cpus), int(pids_limit)
@@ -261,6 +262,7 @@ class DockerSandboxFactory:
         self._env = {str(k): str(v) for k, v in (env or {}).items()}
         self._base_url = base_url
         self._slots = threading.BoundedSemaphore(int(max_sandboxes)) if int(max_sandboxes) > 0 else None
+        self._start_rate = StartRate(max_starts_per_second if max_starts_per_second is not None else 0.0)
         self._lock = threading.Lock()
         self._client: Any = None
         self._images: dict[str, SandboxError | None] = {}
@@ -348,6 +350,7 @@ class DockerSandboxFactory:
         if self._slots:
             self._slots.acquire()
         try:
+            self._start_rate.wait()
             cid = self._start(image, workdir, task_key, row.get("container") or {})
         except BaseException:
             if self._slots:
