@@ -19,8 +19,10 @@ def compose_settings(conf_dir: Path, overrides: list[str]) -> dict:
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict
 
+    from hermes_exp.cli import register_resolvers
     from hermes_exp.settings import to_plain
 
+    register_resolvers()
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(conf_dir), version_base=None):
         cfg = compose(config_name="config", overrides=overrides, return_hydra_config=True)

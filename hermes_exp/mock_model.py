@@ -1,13 +1,17 @@
 """The offline mock model's behaviour: a deterministic plan that really uses the tools it is offered
-(prompt directives RUN:/WRITE:/READ:/LOOP, else a default plan; ANSWER: sets the final answer), answers from the tool results, and
-reports reasoning and usage. `mock_server.py` serves it over HTTP."""
+(prompt directives RUN:/WRITE:/READ:/SEARCH:/EXTRACT:/IMAGINE:/LOOK:/LOOP, else a default plan that
+calls every offered tool once; ANSWER: sets the final answer), answers from the tool results, describes
+images it is shown (the vision tool's requests), and reports reasoning and usage. `mock_server.py` serves
+it over HTTP."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import random
 import shlex
+import struct
 import time
 from typing import Any
 
@@ -17,7 +21,15 @@ Action = tuple[str, dict[str, Any]]
 
 _INTROS = {"terminal": "Let me run a command.", "write_file": "Let me write a file.",
            "read_file": "Let me read a file.", "search_files": "Let me search the files.",
-           "patch": "Let me patch a file."}
+           "patch": "Let me patch a file.", "web_search": "Let me search the web.",
+           "web_extract": "Let me read that page.", "image_generate": "Let me draw a picture.",
+           "vision_analyze": "Let me look at the image."}
+# Filled in from the conversation so far (or the mock site) when the call is made.
+SEARCH_HIT, LAST_IMAGE = "$SEARCH_HIT", "$LAST_IMAGE"
+_DIRECTIVES = {"RUN": lambda r: ("terminal", {"command": r}), "READ": lambda r: ("read_file", {"path": r}),
+               "SEARCH": lambda r: ("web_search", {"query": r}), "EXTRACT": lambda r: ("web_extract", {"urls": [r]}),
+               "IMAGINE": lambda r: ("image_generate", {"prompt": r}),
+               "LOOK": lambda r: ("vision_analyze", {"image_url": r, "question": "What does this image show?"})}
 
 
 def canon(obj: Any) -> str:
@@ -50,8 +62,8 @@ def _plan(prompt: str, tools: list[str]) -> tuple[list[Action], bool]:
         rest = rest.strip()
         if line == "LOOP":
             return actions, bool(tools)
-        if head == "RUN" and rest:
-            action: Action = ("terminal", {"command": rest})
+        if head in _DIRECTIVES and rest:
+            action: Action = _DIRECTIVES[head](rest)
         elif head == "WRITE" and rest:
             path, _, content = rest.partition(" ")
             action = ("write_file", {"path": path, "content": content})
@@ -81,6 +93,10 @@ def _default_plan(prompt: str, tools: list[str]) -> list[Action]:
         ("write_file", {"path": "notes.md", "content": f"# Notes\n{prompt}\n"}),
         ("read_file", {"path": "notes.md"}),
         ("search_files", {"pattern": "Notes"}),
+        ("web_search", {"query": snippet}),
+        ("web_extract", {"urls": [SEARCH_HIT]}),
+        ("image_generate", {"prompt": f"an illustration of: {snippet}"}),
+        ("vision_analyze", {"image_url": LAST_IMAGE, "question": "What does this image show?"}),
     ]
     return [a for a in candidates if a[0] in tools]
 
@@ -98,6 +114,46 @@ def _next_action(prompt: str, tools: list[str], step: int, bad: bool) -> Action 
         return "terminal", {"command": f"echo step {step}"}
     fallback = _default_plan(prompt, tools[:1])  # any offered tool keeps the loop going
     return fallback[0] if fallback else (tools[0], {})
+
+
+def _fill(args: dict[str, Any], messages: list[dict[str, Any]], site: str) -> dict[str, Any]:
+    """Put the first search hit / the last generated image of the conversation into the arguments."""
+    found = {SEARCH_HIT: f"{site}/site/index.html", LAST_IMAGE: f"{site}/site/cat.png"}
+    for m in messages:
+        try:
+            data = json.loads(_text(m.get("content"))) if m.get("role") == "tool" else None
+        except ValueError:
+            continue
+        if isinstance(data, dict) and data.get("results") and isinstance(data["results"][0], dict) \
+                and "snippet" in data["results"][0] and found[SEARCH_HIT].endswith("/index.html"):
+            found[SEARCH_HIT] = data["results"][0]["url"]
+        if isinstance(data, dict) and str(data.get("path", "")).endswith((".png", ".jpg")):
+            found[LAST_IMAGE] = data["path"]
+    text = json.dumps(args)
+    for marker, value in found.items():
+        text = text.replace(marker, value)
+    return json.loads(text)
+
+
+def describe_image(content: Any) -> str | None:
+    """The answer to a vision request (a user message with an image part), or None if it has none."""
+    parts = content if isinstance(content, list) else []
+    urls = [p["image_url"].get("url", "") for p in parts if isinstance(p, dict) and isinstance(p.get("image_url"), dict)]
+    if not urls:
+        return None
+    question = " ".join(p.get("text", "") for p in parts if isinstance(p, dict) and p.get("type") == "text")
+    head, _, data = urls[0].partition(";base64,")
+    raw = base64.b64decode(data[:200] + "=" * (-len(data[:200]) % 4)) if data else b""
+    size = "an image"
+    if raw.startswith(b"\x89PNG") and len(raw) >= 24:
+        width, height = struct.unpack(">II", raw[16:24])
+        size = f"a {width}x{height} PNG image"
+    return f"I see {size} ({head.removeprefix('data:') or 'linked'}). You asked: {question.strip()!r}."
+
+
+def _last_user_content(body: dict[str, Any]) -> Any:
+    users = [m for m in body.get("messages") or [] if isinstance(m, dict) and m.get("role") == "user"]
+    return users[-1].get("content") if users else None
 
 
 def _parse(body: dict[str, Any]) -> tuple[list[dict[str, Any]], str, list[str]]:
@@ -127,16 +183,22 @@ def _summary(prompt: str, chars: int) -> str:
 
 
 def completion(body: dict[str, Any], seed: int, bad_tool_rate: float, no_reasoning_rate: float,
-               summary_chars: int = 60) -> dict[str, Any]:
+               summary_chars: int = 60, site: str = "") -> dict[str, Any]:
+    """`site`: the mock server's root URL (its search, images and web site), for web and vision calls."""
     messages, prompt, tools = _parse(body)
     if not tools and SUMMARY_MARK in prompt:
         return _answer(body, seed, {"role": "assistant", "content": _summary(prompt, summary_chars)}, "stop", "")
     step = sum(1 for m in messages if m.get("role") == "assistant")
     bad = draw(seed, prompt, "bad").random() < bad_tool_rate
-    action = _next_action(prompt, tools, step, bad)
+    seen = describe_image(_last_user_content(body)) if not tools else None
+    action = None if seen else _next_action(prompt, tools, step, bad)
     asked = f"The user asked {' '.join(prompt.split())[:80]!r}"
     message: dict[str, Any] = {"role": "assistant"}
-    if action is None:
+    if seen:
+        message["content"] = seen
+        reasoning = "The user showed me an image; I describe what I see."
+        finish, out_text = "stop", seen
+    elif action is None:
         results = [_text(m.get("content")) for m in messages if m.get("role") == "tool"]
         quoted = " ".join(f"[{i}] {json.dumps(r[:200], ensure_ascii=False)}" for i, r in enumerate(results, 1))
         message["content"] = judge_answer(prompt) or _stated_answer(prompt) or (
@@ -145,7 +207,7 @@ def completion(body: dict[str, Any], seed: int, bad_tool_rate: float, no_reasoni
         finish, out_text = "stop", message["content"]
     else:
         name, args = action
-        arguments = json.dumps(args, ensure_ascii=False)
+        arguments = json.dumps(_fill(args, messages, site), ensure_ascii=False)
         message["content"] = _INTROS.get(name, f"Let me call {name}.")
         message["tool_calls"] = [{"id": f"call_{step}_0", "type": "function",
                                   "function": {"name": name, "arguments": arguments}}]

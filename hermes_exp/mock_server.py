@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from hermes_exp.errors import ConfigError
+from hermes_exp import mock_services
 from hermes_exp.mock_cache import PromptCache
 from hermes_exp.mock_faults import RESET, Faults, add_accounting, cut_at_length, finish_with_error
 from hermes_exp.mock_model import canon as _canon, completion as _completion, digest as _digest, draw as _draw
@@ -70,13 +71,14 @@ class _Handler(BaseHTTPRequestHandler):
         """Stay quiet: access lines would flood test and experiment output."""
 
     def do_GET(self) -> None:
-        path = self.path.split("?", 1)[0].rstrip("/")
+        path, _, query = self.path.partition("?")
+        path = path.rstrip("/")
         if path == "/v1/models":
             model = {"id": "mock", "object": "model", "created": 0, "owned_by": "hermes_exp"}
             self._send((200, {"object": "list", "data": [model]}, {}))
         elif path == "/health":
             self._send((200, {"status": "ok"}, {}))
-        else:
+        elif not self._service(path, query, b""):
             self._send(_not_found(self.command, path))
 
     def do_POST(self) -> None:
@@ -85,9 +87,10 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             self.close_connection = True  # unknown body length: the stream can no longer be trusted
             return self._send(_bad_request("invalid Content-Length header", "bad_length"))
-        path = self.path.split("?", 1)[0].rstrip("/")
+        path, _, query = self.path.partition("?")
+        path = path.rstrip("/")
         if path != _CHAT_PATH:
-            return self._send(_not_found(self.command, path))
+            return None if self._service(path, query, raw) else self._send(_not_found(self.command, path))
         try:
             reply = self.server.mock._handle_chat(raw, {k.lower(): v for k, v in self.headers.items()})
         except Exception as exc:  # a mock bug must answer 500, not kill the connection
@@ -98,6 +101,20 @@ class _Handler(BaseHTTPRequestHandler):
                 self.connection.shutdown(socket.SHUT_RDWR)
             return
         self._send(reply)
+
+    def _service(self, path: str, query: str, raw: bytes) -> bool:
+        """Search, images and the small web site (mock_services.py); False when no such route."""
+        root = self.server.mock.base_url.removesuffix("/v1")
+        found = mock_services.answer(self.command, path, query, raw, root)
+        if found is None:
+            return False
+        status, content_type, body = found
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        return True
 
     def _send(self, reply: Reply) -> None:
         status, payload, headers = reply
@@ -116,7 +133,8 @@ def _bad_request(message: str, code: str) -> Reply:
 
 
 def _not_found(method: str, path: str) -> Reply:
-    message = f"no route for {method} {path}; use POST {_CHAT_PATH}, GET /v1/models or GET /health"
+    message = (f"no route for {method} {path}; use POST {_CHAT_PATH}, GET /v1/models, GET /health, GET /search, "
+               "POST /v1/images/generations or GET /site/")
     return 404, _error(message, "invalid_request_error", "not_found"), {}
 
 
@@ -211,7 +229,8 @@ class MockServer:
             return body, failure
         if fault == "timeout":
             time.sleep(self.faults.hang_seconds)
-        completion = _completion(body, self.seed, self.bad_tool_rate, self.no_reasoning_rate, self.summary_chars)
+        completion = _completion(body, self.seed, self.bad_tool_rate, self.no_reasoning_rate, self.summary_chars,
+                                 self.base_url.removesuffix("/v1"))
         cached = self.cache.usage(body)
         if cached:
             completion["usage"]["prompt_tokens_details"] = cached

@@ -44,20 +44,19 @@ def problems(registry: Registry, toolsets: dict[str, float], mock: bool) -> dict
 
 
 def drawable(settings: dict[str, Any], registry: Registry, warn: bool = False) -> dict[str, float]:
-    """The validated distribution the run draws from. With the mock model a toolset that is not defined
-    (e.g. one this build does not ship yet) is left out with a warning; anything else is refused."""
+    """The validated distribution the run draws from. With a real model every toolset it can draw must
+    be usable, else the run is refused in one message. The offline demo (mock model) leaves out, with
+    one warning, a toolset it cannot run here (not defined, or an optional package missing)."""
     dist = settings.get("distribution") or {}
     name = dist.get("name", "?")
     toolsets = validate(name, dist.get("toolsets") or {})
     mock = uses_mock(settings)
     found = problems(registry, toolsets, mock)
-    undefined = [ts for ts in found if ts not in registry.toolsets]
-    remaining = {ts: p for ts, p in toolsets.items() if ts not in undefined}
-    if mock and undefined and len(undefined) == len(found) and max(remaining.values(), default=0) > 0:
+    remaining = {ts: p for ts, p in toolsets.items() if ts not in found}
+    if mock and found and max(remaining.values(), default=0) > 0:
         if warn:
-            log.warning("distribution %r names toolset(s) %s, which are not defined in this build; the mock "
-                        "demo leaves them out (known toolsets: %s)", name, ", ".join(undefined),
-                        ", ".join(registry.toolsets))
+            why = "; ".join(f"{ts} ({'; '.join(r)})" for ts, r in found.items())
+            log.warning("distribution %r: the offline demo leaves out toolset(s) it cannot run here: %s", name, why)
         return remaining
     if found:
         lines = "\n".join(f"  - {ts}: {'; '.join(why)}" for ts, why in found.items())

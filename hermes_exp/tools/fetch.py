@@ -1,0 +1,102 @@
+"""HTTP for tools (web_extract, vision, image_gen), on the runner's side of the sandbox.
+
+These requests leave from the runner's host, not from the prompt's sandbox: they reach whatever the
+runner can reach. So by default (`block_private: true`) a URL whose host resolves to a loopback, private,
+link-local or reserved address is refused, on every redirect hop (the mock server's own address is
+allowed in the offline demo). Redirects are followed by hand up to `max_redirects`, bodies are read as
+a stream and cut off at `max_bytes`. One httpx client per worker process, closed by `worker.release`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from dataclasses import dataclass
+from urllib.parse import urljoin, urlsplit
+
+import httpx
+
+from hermes_exp.errors import ToolError
+from hermes_exp.tools.base import ToolContext
+
+USER_AGENT = "hermes-exp/0.1 (tool-using agent experiments)"
+
+
+@dataclass(frozen=True)
+class Page:
+    url: str  # after redirects
+    status: int
+    content_type: str  # lower-case media type without parameters
+    charset: str | None
+    body: bytes
+
+
+def client(ctx: ToolContext) -> httpx.Client:
+    """The process's shared client (connection pool); redirects are followed by `get`, not by httpx."""
+    return ctx.resources.get("httpx", lambda: httpx.Client(follow_redirects=False, headers={
+        "User-Agent": USER_AGENT}), lambda c: c.close())
+
+
+def check_url(url: str, block_private: bool, allowed: str | None = None) -> None:
+    """Refuse what is not http(s), and (with `block_private`) hosts on the runner's own networks."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ToolError(f"{url!r} is not an http(s) URL")
+    if not block_private or (allowed and _origin(url) == _origin(allowed)):
+        return
+    try:
+        infos = socket.getaddrinfo(parts.hostname, parts.port or 443, proto=socket.IPPROTO_TCP)
+    except socket.gaierror as exc:
+        raise ToolError(f"cannot resolve the host of {url}: {exc.strerror}") from exc
+    for info in infos:
+        address = ipaddress.ip_address(info[4][0])
+        if not address.is_global:
+            raise ToolError(f"{url} resolves to {address}, a private or local address, which web tools may not "
+                            "reach (they run on the runner's host); set block_private: false in the toolset "
+                            "config to allow it")
+
+
+def _origin(url: str) -> tuple[str, str | None, int | None]:
+    parts = urlsplit(url)
+    return parts.scheme, parts.hostname, parts.port
+
+
+def get(ctx: ToolContext, url: str, *, timeout: float, max_bytes: int, max_redirects: int,
+        block_private: bool, headers: dict[str, str] | None = None) -> Page:
+    """GET `url`, following at most `max_redirects` redirects; raise ToolError for anything the model
+    should hear about (bad URL, refused host, timeout, too many redirects, HTTP error, too large)."""
+    http = client(ctx)
+    for _ in range(max_redirects + 1):
+        check_url(url, block_private, ctx.services)
+        try:
+            with http.stream("GET", url, timeout=timeout, headers=headers) as response:
+                if response.is_redirect and response.headers.get("location"):
+                    url = urljoin(url, response.headers["location"])
+                    continue
+                if response.status_code >= 400:
+                    raise ToolError(f"{url} answered HTTP {response.status_code} {response.reason_phrase}")
+                return Page(url, response.status_code, *_media_type(response), _read(response, url, max_bytes))
+        except httpx.TimeoutException as exc:
+            raise ToolError(f"{url} did not answer within {timeout:g}s") from exc
+        except httpx.HTTPError as exc:
+            raise ToolError(f"fetching {url} failed: {type(exc).__name__}: {exc}") from exc
+    raise ToolError(f"{url}: more than {max_redirects} redirects (a redirect loop?); giving up")
+
+
+def _media_type(response: httpx.Response) -> tuple[str, str | None]:
+    raw = response.headers.get("content-type", "")
+    media = raw.split(";", 1)[0].strip().lower()
+    return media, response.charset_encoding
+
+
+def _read(response: httpx.Response, url: str, max_bytes: int) -> bytes:
+    declared = response.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > max_bytes:
+        raise ToolError(f"{url} is {int(declared):,} bytes, over the limit of {max_bytes:,} (max_bytes)")
+    chunks, size = [], 0
+    for chunk in response.iter_bytes():
+        size += len(chunk)
+        if size > max_bytes:
+            raise ToolError(f"{url} is larger than the limit of {max_bytes:,} bytes (max_bytes); not read")
+        chunks.append(chunk)
+    return b"".join(chunks)
