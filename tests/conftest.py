@@ -62,5 +62,13 @@ def known_tools(*overrides: str) -> list[str]:
     return Registry.from_settings(compose_settings(config_dir(), list(overrides))).known_tools
 
 
+def agent_request_count(path: Path) -> int:
+    """Recorded chat requests that are agent turns (they carry `tools`); a tool's own model call
+    (vision_analyze) and a summariser's are not agent turns, so not in a task's `api_calls`."""
+    if not path.exists():
+        return 0
+    return sum("tools" in json.loads(line)["body"] for line in path.read_text().splitlines())
+
+
 def request_count(path: Path) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0

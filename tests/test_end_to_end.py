@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from conftest import known_tools, read_jsonl, request_count, run_cli, write_dataset
+from conftest import agent_request_count, known_tools, read_jsonl, request_count, run_cli, write_dataset
 
 KNOWN_TOOLS = known_tools()
 
@@ -60,7 +60,7 @@ def test_fifty_prompts_eight_workers_then_resume_makes_no_requests(tmp_path: Pat
     assert sum(len(read_jsonl(b)) for b in batches) == 50
     stats = json.loads((out / "statistics.json").read_text())
     assert stats["kept"] == 50 and stats["total_prompts"] == 50 and stats["failed"] == 0
-    assert stats["api_calls"] == sum(t["api_calls"] for t in trajectories) == request_count(tmp_path / "requests.jsonl")
+    assert stats["api_calls"] == sum(t["api_calls"] for t in trajectories) == agent_request_count(tmp_path / "requests.jsonl")
     for tool in KNOWN_TOOLS:
         assert stats["tool_statistics"][tool]["count"] == sum(t["tool_stats"][tool]["count"] for t in trajectories)
     assert stats["reasoning_statistics"]["turns_with_reasoning"] == sum(t["api_calls"] for t in trajectories)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import read_jsonl, request_count, run_cli, write_dataset
+from conftest import agent_request_count, read_jsonl, run_cli, write_dataset
 
 
 @pytest.mark.slow
@@ -18,4 +18,4 @@ def test_executor_runs_every_task_once(executor: str, tmp_path: Path, mock_serve
     assert result.returncode == 0, result.stderr
     rows = read_jsonl(tmp_path / "outputs" / "ex" / "trajectories.jsonl")
     assert sorted(r["prompt_index"] for r in rows) == list(range(n))
-    assert request_count(tmp_path / "requests.jsonl") == sum(r["api_calls"] for r in rows)
+    assert agent_request_count(tmp_path / "requests.jsonl") == sum(r["api_calls"] for r in rows)

@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import done_rows, read_jsonl, request_count, run_cli, write_dataset
+from conftest import agent_request_count, done_rows, read_jsonl, request_count, run_cli, write_dataset
 
 from hermes_exp.mock_server import MockServer
 from hermes_exp.runlock import RunLock
@@ -104,7 +104,7 @@ def test_sigint_commits_closes_sandboxes_and_says_how_to_resume(executor: str, t
         final = run_cli(tmp_path, *args)
     assert final.returncode == 0, final.stderr
     trajectories = _check_final(tmp_path / "outputs" / "int", n)
-    assert request_count(record) - sum(t["api_calls"] for t in trajectories) <= 4 * 2
+    assert agent_request_count(record) - sum(t["api_calls"] for t in trajectories) <= 4 * 2
 
 
 def test_duplicates_kept_and_reordering_runs_nothing(tmp_path: Path, mock_server) -> None:
@@ -241,4 +241,4 @@ def test_sweep_killed_midway_resumes_every_job(tmp_path: Path) -> None:
         rows = _check_final(tmp_path / "outputs" / "sweep" / job, 60)
         assert {r["metadata"]["model"] for r in rows} == {job.split("=")[1]}
         total_calls += sum(r["api_calls"] for r in rows)
-    assert request_count(record) - total_calls <= 4 * 2 * 5
+    assert agent_request_count(record) - total_calls <= 4 * 2 * 5
