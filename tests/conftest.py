@@ -62,12 +62,23 @@ def known_tools(*overrides: str) -> list[str]:
     return Registry.from_settings(compose_settings(config_dir(), list(overrides))).known_tools
 
 
-def agent_request_count(path: Path) -> int:
-    """Recorded chat requests that are agent turns (they carry `tools`); a tool's own model call
-    (vision_analyze) and a summariser's are not agent turns, so not in a task's `api_calls`."""
+def agent_bodies(path: Path) -> list[dict]:
+    """Recorded chat request bodies that are agent turns (they carry `tools`); a tool's own model call
+    (vision_analyze) and a summariser's are not agent turns, so not in a task's `api_calls`. A body torn
+    by a kill (recorded as text) is none either."""
     if not path.exists():
-        return 0
-    return sum("tools" in json.loads(line)["body"] for line in path.read_text().splitlines())
+        return []
+    bodies = (json.loads(line)["body"] for line in path.read_text().splitlines())
+    return [b for b in bodies if isinstance(b, dict) and "tools" in b]
+
+
+def agent_request_count(path: Path) -> int:
+    return len(agent_bodies(path))
+
+
+def user_prompt(body: dict) -> str:
+    """The task's prompt in an agent turn's body (its first user message)."""
+    return next(m["content"] for m in body["messages"] if m["role"] == "user")
 
 
 def request_count(path: Path) -> int:

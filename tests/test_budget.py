@@ -63,6 +63,11 @@ def test_budget_stops_within_one_call_and_a_resume_keeps_counting(tmp_path: Path
     assert stats["spent_usd"] == pytest.approx(sum(r["spent_usd"] for r in rows))
 
 
+def _calls(result: dict) -> list[dict]:
+    """A task's model calls: its agent turns and its tools' own (vision_analyze), all in its cost."""
+    return result["usage"] + result.get("tool_model_calls", [])
+
+
 def test_statistics_cost_is_the_sum_over_tasks_and_provider_cost_wins(tmp_path: Path) -> None:
     data = write_dataset(tmp_path / "p.jsonl", [{"prompt": f"Cost task {i}"} for i in range(6)])
     result = run_cli(tmp_path, f"dataset.path={data}", "run_name=c", "filters=none", *PRICED,
@@ -71,11 +76,11 @@ def test_statistics_cost_is_the_sum_over_tasks_and_provider_cost_wins(tmp_path: 
     assert result.returncode == 0, result.stderr
     run_dir = tmp_path / "outputs" / "c"
     stats, rows = stats_of(run_dir), ledger_rows(run_dir)
-    calls = [u for r in rows for u in json.loads(r["result"])["usage"]]
+    calls = [u for r in rows for u in _calls(json.loads(r["result"]))]
     assert all(u["cost_source"] == "provider" and u["cost_usd"] == u["cost"] for u in calls)
     assert all(u["served_by"] == {"model": "mock", "provider": "MockUpstream"} for u in calls)
     for row in rows:
-        assert row["cost_usd"] == pytest.approx(sum(u["cost"] for u in json.loads(row["result"])["usage"]))
+        assert row["cost_usd"] == pytest.approx(sum(u["cost"] for u in _calls(json.loads(row["result"]))))
     assert stats["cost_usd"] == pytest.approx(sum(r["cost_usd"] for r in rows)) == pytest.approx(stats["spent_usd"])
     assert stats["cost_usd"] == pytest.approx(sum((u["prompt_tokens"] * 2 + u["completion_tokens"] * 4) / 1e6
                                                   for u in calls))
@@ -89,7 +94,7 @@ def test_priced_cost_when_the_provider_reports_none(tmp_path: Path) -> None:
                      "model.pricing.completion=6")
     assert result.returncode == 0, result.stderr
     [row] = ledger_rows(tmp_path / "outputs" / "p")
-    usage = json.loads(row["result"])["usage"]
+    usage = _calls(json.loads(row["result"]))
     assert row["cost_usd"] == pytest.approx(sum(u["prompt_tokens"] * 1.5 + u["completion_tokens"] * 6
                                                 for u in usage) / 1e6)
     assert {u["cost_source"] for u in usage} == {"pricing"}

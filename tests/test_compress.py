@@ -41,7 +41,8 @@ def made(tmp_path_factory: pytest.TempPathFactory):
     tmp = tmp_path_factory.mktemp("compress")
     with MockServer(record_path=str(tmp / "requests.jsonl")) as server:
         data = write_dataset(tmp / "p.jsonl", [{"prompt": p} for p in PROMPTS])
-        base = [f"dataset.path={data}", "run_name=long", f"model.base_url={server.base_url}",
+        # terminal and file tools only: a short row stays short (every toolset makes "Say hi" a long row)
+        base = [f"dataset.path={data}", "run_name=long", f"model.base_url={server.base_url}", "distribution=terminal_only",
                 f"compress.tokenizer={train_tokenizer(tmp / 'tokenizer.json')}"]
         result = run_cli(tmp, *base)
         assert result.returncode == 0, result.stderr

@@ -8,17 +8,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import run_cli, write_dataset
+from conftest import agent_bodies, run_cli, user_prompt, write_dataset
 
 PRICED = ["model.pricing.prompt=3", "model.pricing.completion=15"]
 
 
 def _prompts(record: Path) -> Counter:
-    counts: Counter = Counter()
-    for line in record.read_text().splitlines() if record.exists() else []:
-        body = json.loads(line)["body"]
-        counts[next(m["content"] for m in body["messages"] if m["role"] == "user")] += 1
-    return counts
+    return Counter(user_prompt(b) for b in agent_bodies(record))
 
 
 @pytest.mark.slow

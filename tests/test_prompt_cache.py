@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import read_jsonl, run_cli, write_dataset
+from conftest import agent_bodies, read_jsonl, run_cli, write_dataset
 from test_config import _compose
 
 from hermes_exp.agent.cache import CacheControl
@@ -25,10 +25,6 @@ def _marked(message: dict) -> list[dict]:
     return [p["cache_control"] for p in content if "cache_control" in p] if isinstance(content, list) else []
 
 
-def _bodies(path: Path) -> list[dict]:
-    return [json.loads(line)["body"] for line in path.read_text().splitlines()]
-
-
 def test_breakpoints_reach_the_wire_only_where_configured_and_cached_tokens_are_priced(
         tmp_path: Path, mock_server) -> None:
     data = write_dataset(tmp_path / "p.jsonl", [{"prompt": "RUN: echo a\nRUN: echo b\nRUN: echo c\nReport."},
@@ -36,7 +32,7 @@ def test_breakpoints_reach_the_wire_only_where_configured_and_cached_tokens_are_
     base = [f"dataset.path={data}", f"model.base_url={mock_server.base_url}", "filters=none", *PRICED]
     on = run_cli(tmp_path, *base, "run_name=on", "model.cache_control.enabled=true", "model.cache_control.ttl=1h")
     assert on.returncode == 0, on.stderr
-    bodies = _bodies(tmp_path / "requests.jsonl")
+    bodies = agent_bodies(tmp_path / "requests.jsonl")
     assert len(bodies) > 4
     for body in bodies:
         messages = body["messages"]
@@ -54,16 +50,18 @@ def test_breakpoints_reach_the_wire_only_where_configured_and_cached_tokens_are_
         results = [json.loads(r) for (r,) in db.execute("SELECT result FROM tasks")]
         cached = db.execute("SELECT SUM(cached_tokens), SUM(cache_write_tokens) FROM tasks").fetchone()
     assert cached == (tokens["cached_tokens"], tokens["cache_write_tokens"])
-    usage = [u for r in results for u in r["usage"]]
+    usage = [u for r in results for u in r["usage"] + r.get("tool_model_calls", [])]  # + vision's own calls
     expected = sum(((u["prompt_tokens"] - u["cached_tokens"] - u["cache_write_tokens"]) * 3 + u["cached_tokens"] * 0.3
                     + u["cache_write_tokens"] * 3.75 + u["completion_tokens"] * 15) / 1e6 for u in usage)
     assert stats["cost_usd"] == pytest.approx(expected)
     saved = json.dumps(results) + (out / "trajectories.jsonl").read_text()
     assert "cache_control" not in saved  # only requests are marked, never the saved conversation
 
+    sent_on = len(read_jsonl(tmp_path / "requests.jsonl"))
     off = run_cli(tmp_path, *base, "run_name=off")
     assert off.returncode == 0, off.stderr
-    assert not any("cache_control" in json.dumps(b) for b in _bodies(tmp_path / "requests.jsonl")[len(bodies):])
+    every = read_jsonl(tmp_path / "requests.jsonl")  # the off run's calls, the vision tool's own included
+    assert not any("cache_control" in json.dumps(r["body"]) for r in every[sent_on:])
     assert json.loads((tmp_path / "outputs" / "off" / "statistics.json").read_text())["cache_hit_share"] == 0.0
 
 

@@ -57,7 +57,8 @@ def server(tmp_path: Path):
 # -- what reaches the wire ----------------------------------------------------------------------
 def test_openrouter_routing_reasoning_sampling_through_the_cli(tmp_path: Path, mock_server) -> None:
     data = write_dataset(tmp_path / "p.jsonl", [{"prompt": "RUN: echo one"}])
-    result = run_cli(tmp_path, "model=sonnet", f"model.base_url={mock_server.base_url}", f"dataset.path={data}",
+    result = run_cli(tmp_path, "model=sonnet", "distribution=terminal_only",
+                     f"model.base_url={mock_server.base_url}", f"dataset.path={data}",
                      "run_name=wire", "filters=none", "provider.routing.sort=price",
                      "provider.routing.order=[anthropic,google-vertex]", "provider.routing.allow_fallbacks=false",
                      "provider.routing.data_collection=deny", "provider.routing.quantizations=[fp8,bf16]",
@@ -87,7 +88,8 @@ def test_openrouter_routing_reasoning_sampling_through_the_cli(tmp_path: Path, m
 
 def test_a_routing_setting_is_a_sweep(tmp_path: Path, mock_server) -> None:
     data = write_dataset(tmp_path / "p.jsonl", [{"prompt": "RUN: echo swept"}])
-    result = run_cli(tmp_path, "-m", "model=sonnet", f"model.base_url={mock_server.base_url}", f"dataset.path={data}",
+    result = run_cli(tmp_path, "-m", "model=sonnet", "distribution=terminal_only",
+                     f"model.base_url={mock_server.base_url}", f"dataset.path={data}",
                      "run_name=sweep", "filters=none", "provider.routing.sort=price,latency",
                      env={"OPENROUTER_API_KEY": "sk-or-test"})
     assert result.returncode == 0, result.stderr
@@ -160,7 +162,7 @@ def test_reasoning_a_format_cannot_carry_is_refused() -> None:
 
 
 def test_bad_routing_value_stops_the_cli_before_any_call(tmp_path: Path, mock_server) -> None:
-    result = run_cli(tmp_path, "model=sonnet", f"model.base_url={mock_server.base_url}",
+    result = run_cli(tmp_path, "model=sonnet", "distribution=terminal_only", f"model.base_url={mock_server.base_url}",
                      "provider.routing.sort=cheapest", env={"OPENROUTER_API_KEY": "sk-or-test"})
     assert result.returncode == 2
     assert "provider.routing.sort='cheapest' is not valid; valid values: price, throughput, latency" in result.stderr

@@ -14,7 +14,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import agent_request_count, done_rows, read_jsonl, request_count, run_cli, write_dataset
+from conftest import (agent_bodies, agent_request_count, done_rows, read_jsonl, request_count, run_cli,
+                      user_prompt, write_dataset)
 
 from hermes_exp.mock_server import MockServer
 from hermes_exp.runlock import RunLock
@@ -26,14 +27,8 @@ def _start(cwd: Path, *args: str) -> subprocess.Popen:
 
 
 def _requests_by_prompt(record: Path) -> Counter:
-    """Model requests per user prompt. A request torn by SIGKILL of its sender reaches the server as a
-    malformed body (recorded as text, answered 400): it is no model call, so it is not counted."""
-    counts: Counter = Counter()
-    for line in record.read_text().splitlines():
-        body = json.loads(line)["body"]
-        if isinstance(body, dict):
-            counts[next(m["content"] for m in body["messages"] if m["role"] == "user")] += 1
-    return counts
+    """Agent turns per user prompt (see conftest.agent_bodies)."""
+    return Counter(user_prompt(b) for b in agent_bodies(record))
 
 
 def _check_final(out: Path, n: int) -> list[dict]:
@@ -150,12 +145,11 @@ def test_provider_errors_are_retried_exactly_on_rerun(tmp_path: Path) -> None:
         stats = json.loads((tmp_path / "outputs" / "flaky" / "statistics.json").read_text())
         assert stats["errors"] == {"provider": len(errored)}
 
-        before = record.read_text().splitlines()
+        before = agent_request_count(record)
         server.fail_rate = 0.0
         second = run_cli(tmp_path, *args)
         assert second.returncode == 0, second.stderr
-        new = [json.loads(line)["body"] for line in record.read_text().splitlines()[len(before):]]
-        asked = {next(m["content"] for m in b["messages"] if m["role"] == "user") for b in new}
+        asked = {user_prompt(b) for b in agent_bodies(record)[before:]}
         assert asked == errored
     assert len(read_jsonl(tmp_path / "outputs" / "flaky" / "trajectories.jsonl")) == 30
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import run_cli, write_dataset
+from conftest import agent_bodies, run_cli, write_dataset
 from omegaconf import OmegaConf
 
 from hermes_exp.agent.loop import as_sent
@@ -16,10 +16,6 @@ from hermes_exp.mock_server import MockServer
 from hermes_exp.store.ledger import Ledger
 
 PREFILL = [{"role": "user", "content": "PREFILL-Q"}, {"role": "assistant", "content": "PREFILL-A"}]
-
-
-def _bodies(path: Path) -> list[dict]:
-    return [json.loads(line)["body"] for line in path.read_text().splitlines()]
 
 
 def _without_ephemeral(body: dict) -> dict:
@@ -38,7 +34,7 @@ def test_replayed_messages_reproduce_the_requests_sent(tmp_path: Path, mock_serv
                      "model.sampling.max_tokens=300", "model.sampling.top_p=0.9")
     assert result.returncode == 0, result.stderr
     sent: dict[str, list[dict]] = {}
-    for body in _bodies(tmp_path / "requests.jsonl"):
+    for body in agent_bodies(tmp_path / "requests.jsonl"):  # vision_analyze's own calls are no agent turn
         sent.setdefault(body["messages"][3]["content"], []).append(body)
 
     out = tmp_path / "outputs" / "rt"
@@ -58,5 +54,5 @@ def test_replayed_messages_reproduce_the_requests_sent(tmp_path: Path, mock_serv
                 assert {**reply.message, "role": "assistant"} == messages[i]  # the stored reply, again
             originals = sent[messages[1]["content"]]
             assert len(originals) == len(turns) > 1
-            replayed = _bodies(tmp_path / "replay.jsonl")[-len(turns):]
+            replayed = agent_bodies(tmp_path / "replay.jsonl")[-len(turns):]
             assert replayed == [_without_ephemeral(b) for b in originals]

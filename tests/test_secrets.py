@@ -32,7 +32,8 @@ def test_an_echoed_key_is_redacted_everywhere(tmp_path: Path, status: str) -> No
     data = write_dataset(tmp_path / "p.jsonl", [{"prompt": f"echo {i}"} for i in range(3)])
     faults = {"always": status, "echo_auth": True}
     with MockServer(faults=faults) as server:
-        result = run_cli(tmp_path, "model=sonnet", f"model.base_url={server.base_url}", f"dataset.path={data}",
+        result = run_cli(tmp_path, "model=sonnet", "distribution=terminal_only",
+                         f"model.base_url={server.base_url}", f"dataset.path={data}",
                          "run_name=echo", "num_workers=1", "resume.task_attempts=1", "model.retry.max_attempts=2",
                          *FAST_RETRY, env=ENV)
     assert result.returncode == (4 if status == "401" else 3), result.stderr
@@ -49,7 +50,8 @@ def test_an_echoed_key_is_redacted_everywhere(tmp_path: Path, status: str) -> No
 def test_local_commands_cannot_read_the_key_from_the_runner(tmp_path: Path, mock_server, executor: str) -> None:
     probe = "RUN: tr '\\0' '\\n' < /proc/$PPID/environ | grep -c OPENROUTER_API_KEY=; cat /proc/$PPID/environ"
     data = write_dataset(tmp_path / "p.jsonl", [{"prompt": probe}, {"prompt": probe + " "}])
-    result = run_cli(tmp_path, "model=sonnet", f"model.base_url={mock_server.base_url}", f"dataset.path={data}",
+    result = run_cli(tmp_path, "model=sonnet", "distribution=terminal_only",
+                     f"model.base_url={mock_server.base_url}", f"dataset.path={data}",
                      "run_name=proc", "sandbox=local", "distribution=terminal_only", f"executor={executor}",
                      "num_workers=2", "filters=none", env=ENV, timeout=180)
     assert result.returncode == 0, result.stderr
@@ -64,7 +66,8 @@ def test_auto_falling_back_to_local_warns_too(tmp_path: Path, mock_server) -> No
     data = write_dataset(tmp_path / "p.jsonl", [{"prompt": "RUN: echo hi"}])
     empty = tmp_path / "no-bwrap-here"
     empty.mkdir()
-    result = run_cli(tmp_path, "model=sonnet", f"model.base_url={mock_server.base_url}", f"dataset.path={data}",
+    result = run_cli(tmp_path, "model=sonnet", "distribution=terminal_only",
+                     f"model.base_url={mock_server.base_url}", f"dataset.path={data}",
                      "run_name=auto", "sandbox=auto", env={**ENV, "PATH": str(empty)})
     assert result.returncode == 0, result.stderr
     assert result.stderr.count("sandbox=auto runs tool commands as host processes") == 1

@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import read_jsonl, run_cli, write_dataset
+from conftest import agent_bodies, read_jsonl, run_cli, user_prompt, write_dataset
 
 from hermes_exp.dataset import open_dataset, scan
 from hermes_exp.errors import ConfigError, DatasetError
@@ -71,11 +71,7 @@ def test_bad_selections_say_what_to_write(tmp_path: Path) -> None:
 
 
 def _ran(record: Path) -> Counter:
-    counts: Counter = Counter()
-    for line in record.read_text().splitlines():
-        body = json.loads(line)["body"]
-        counts[next(m["content"] for m in body["messages"] if m["role"] == "user")] += 1
-    return counts
+    return Counter(user_prompt(b) for b in agent_bodies(record))
 
 
 def test_resume_and_statistics_follow_the_slice(tmp_path: Path, mock_server) -> None:
