@@ -41,11 +41,13 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def task_key(row: dict[str, Any], occurrence: int, identity: str, sample: int = 0) -> str:
+def task_key(row: dict[str, Any], occurrence: int, identity: str, sample: int = 0,
+             canonical: str | None = None) -> str:
     """Versioned content key: duplicates differ by occurrence, samples by their number (sample 0 keeps
-    the key a run without samples_per_prompt gave it); order in the file does not matter."""
+    the key a run without samples_per_prompt gave it); order in the file does not matter.
+    `canonical`: the row's canonical JSON when the caller already has it."""
     tail = f"\x00s{sample}" if sample else ""
-    payload = f"{canonical_json(row)}\x00{occurrence}\x00{identity}{tail}".encode()
+    payload = f"{canonical if canonical is not None else canonical_json(row)}\x00{occurrence}\x00{identity}{tail}".encode()
     return f"{KEY_SCHEME}:{hashlib.blake2b(payload, digest_size=16).hexdigest()}"
 
 
@@ -101,10 +103,11 @@ def scan(source: Source, identity: str, skip_invalid: bool, max_samples: int | N
         row = record.row
         if max_samples is not None and len(keys) >= max_samples * samples:
             continue
-        digest = hashlib.blake2b(canonical_json(row).encode(), digest_size=16).digest()
+        text = canonical_json(row)  # once per row: the duplicate count and every sample's key use it
+        digest = hashlib.blake2b(text.encode(), digest_size=16).digest()
         occurrence = seen.get(digest, 0)
         seen[digest] = occurrence + 1
-        keys.extend(Slot(record.index, task_key(row, occurrence, identity, s), s) for s in range(samples))
+        keys.extend(Slot(record.index, task_key(row, occurrence, identity, s, text), s) for s in range(samples))
         image = row.get("image") or row.get("docker_image")
         if isinstance(image, str) and image:
             images.add(image)
