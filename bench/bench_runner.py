@@ -27,7 +27,7 @@ TEMPLATE_MARK = "TEMPLATEX"
 
 def cli_args(data: Path, run_name: str, base_url: str, sandbox: str, workers: int, extra: list[str]) -> list[str]:
     return [f"dataset.path={data}", f"run_name={run_name}", f"model.base_url={base_url}", f"sandbox={sandbox}",
-            f"num_workers={workers}", "distribution=default", *extra]
+            f"num_workers={workers}", "distribution=terminal_only", *extra]
 
 
 def dispatch_window(run_dir: Path) -> float:
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="num_workers values, comma-separated (default 4,16,64)")
     parser.add_argument("--latency-ms", type=float, default=200)
     parser.add_argument("--calls-per-prompt", type=int, default=5,
-                        help="model calls each prompt makes (the mock's default plan with distribution=default: 5)")
+                        help="model calls each prompt makes (the mock's plan with terminal and file tools: 5)")
     parser.add_argument("--sandbox", default="local", help="local, bwrap or docker")
     parser.add_argument("--override", action="append", default=[],
                         help="extra CLI override, repeatable (e.g. sandbox.image=busybox:latest)")

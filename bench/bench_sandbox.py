@@ -74,7 +74,7 @@ def print_table(results: dict[str, dict[str, float]]) -> None:
 
 
 def bench_runner_throughput(prompts: int, max_sandboxes: list[int], workers: int, latency_ms: float,
-                            image: str) -> list[list[Any]]:
+                            image: str, overrides: list[str] = ()) -> list[list[Any]]:
     """`prompts` prompts through the real CLI (external mock model, sandbox=docker, `workers` sessions)
     at each sandbox.max_sandboxes: a container is held for a whole prompt, so the cap bounds concurrency."""
     from harness import mock_server, run_cli, write_prompts
@@ -89,7 +89,7 @@ def bench_runner_throughput(prompts: int, max_sandboxes: list[int], workers: int
             run_name = f"docker_cap{cap}"
             run = run_cli(work, [f"dataset.path={data}", f"run_name={run_name}", f"model.base_url={url}",
                                  "sandbox=docker", f"sandbox.image={image}", f"sandbox.max_sandboxes={cap}",
-                                 f"num_workers={workers}", "distribution=default"])
+                                 f"num_workers={workers}", "distribution=terminal_only", *overrides])
             if run.code != 0:
                 raise SystemExit(f"the docker run at max_sandboxes={cap} exited {run.code}:\n{run.stderr[-3000:]}")
             out = work / "outputs" / run_name
@@ -128,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-sandboxes", type=lambda s: [int(x) for x in s.split(",")], default=[1, 4, 8])
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--latency-ms", type=float, default=200)
+    parser.add_argument("--override", action="append", default=[],
+                        help="extra CLI override for the runner, repeatable (e.g. sandbox.max_starts_per_second=10)")
     args = parser.parse_args(argv)
     results: dict[str, dict[str, float]] = {}
     for backend in args.backends.split(","):
@@ -139,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     print_table(results)
     if args.runner_prompts:
         rows = bench_runner_throughput(args.runner_prompts, args.max_sandboxes, args.workers, args.latency_ms,
-                                       args.image)
+                                       args.image, args.override)
         print_runner_table(rows, args.runner_prompts, args.workers, args.latency_ms)
     return 0
 
