@@ -10,22 +10,44 @@ import re
 from typing import Any
 
 Call = tuple[str, dict[str, Any]]
+# A page costs a real Chromium context: the mock browses only when the prompt asks for it.
+BROWSING = re.compile(r"\b(brows\w*|web ?pages?|forms?|web ?sites?|sites?)\b", re.IGNORECASE)
 _PLACEHOLDER = re.compile(r"^\{\{(session_id|ref:[a-z]+)\}\}$")
 
 
-def steps(tools: list[str], site: str | None) -> list[list[Call]]:
-    """Turns (each a list of parallel calls) for the offered tools; a browser needs the `site` to visit."""
+def steps(tools: list[str], site: str | None, prompt: str = "") -> list[list[Call]]:
+    """Turns (each a list of parallel calls) for the offered tools; the browser visits `site` when the
+    prompt speaks of browsing, pages, forms or sites."""
     first: list[Call] = []
     second: list[Call] = []
     if "process" in tools and "terminal" in tools:
         first.append(("terminal", {"command": "echo background job started; sleep 0.2; echo background job done",
                                    "background": True}))
         second.append(("process", {"action": "wait", "session_id": "{{session_id}}", "timeout": 10}))
-    if site and {"browser_navigate", "browser_type", "browser_click"} <= set(tools):
+    if site and BROWSING.search(prompt) and {"browser_navigate", "browser_type", "browser_click"} <= set(tools):
         first.append(("browser_navigate", {"url": site}))
         second += [("browser_type", {"ref": "{{ref:textbox}}", "text": "Hermes"}),
                    ("browser_click", {"ref": "{{ref:button}}"})]
     return [s for s in (first, second) if s]
+
+
+_SAMPLES = {"integer": 2, "number": 1.5, "boolean": True, "string": "hermes", "array": [], "object": {}}
+
+
+def mcp_steps(raw_tools: Any) -> list[list[Call]]:
+    """One turn calling every offered MCP tool (`mcp_*`) once, its required arguments made up from its
+    JSON schema (2 for an integer, "hermes" for a string, ...)."""
+    calls: list[Call] = []
+    for tool in raw_tools if isinstance(raw_tools, list) else []:
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(fn, dict) or not str(fn.get("name", "")).startswith("mcp_"):
+            continue
+        params = fn.get("parameters") if isinstance(fn.get("parameters"), dict) else {}
+        props = params.get("properties") if isinstance(params.get("properties"), dict) else {}
+        args = {name: _SAMPLES.get((props.get(name) or {}).get("type"), "hermes")
+                for name in params.get("required") or [] if isinstance(name, str)}
+        calls.append((fn["name"], args))
+    return [calls] if calls else []
 
 
 def fill(args: dict[str, Any], results: list[str]) -> dict[str, Any]:

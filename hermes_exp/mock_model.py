@@ -15,6 +15,7 @@ import struct
 import time
 from typing import Any
 
+from hermes_exp import mock_followups
 from hermes_exp.mock_judge import judge_answer
 
 Action = tuple[str, dict[str, Any]]
@@ -171,6 +172,22 @@ def _parse(body: dict[str, Any]) -> tuple[list[dict[str, Any]], str, list[str]]:
 
 
 # A summariser request (the marker of hermes_exp/compress/summarise.py) gets a summary of the turns it lists.
+def _followups(body: dict[str, Any], prompt: str, tools: list[str], step: int, messages: list[dict[str, Any]],
+               site: str | None) -> list[Action]:
+    """Calls whose arguments come from earlier results (a background job, the browser form, each offered
+    MCP tool), filled from the previous turn's results. They ride along with the default plan's turns
+    (so a prompt makes as many model calls as before), or follow it when the plan is shorter."""
+    plan, loops = _plan(prompt, tools)
+    if loops or plan != _default_plan(prompt, tools):
+        return []  # a prompt with directives gets exactly what it asks for
+    turns = mock_followups.steps(tools, site, prompt) + mock_followups.mcp_steps(body.get("tools"))
+    k = step if len(plan) >= len(turns) else step - len(plan)
+    if not 0 <= k < len(turns):
+        return []
+    results = [_text(m.get("content")) for m in messages if m.get("role") == "tool"]
+    return [(name, mock_followups.fill(args, results)) for name, args in turns[k]]
+
+
 SUMMARY_MARK = "TURNS TO SUMMARIZE:"
 
 
@@ -184,7 +201,8 @@ def _summary(prompt: str, chars: int) -> str:
 
 def completion(body: dict[str, Any], seed: int, bad_tool_rate: float, no_reasoning_rate: float,
                summary_chars: int = 60, site: str = "") -> dict[str, Any]:
-    """`site`: the mock server's root URL (its search, images and web site), for web and vision calls."""
+    """`site`: the mock server's root URL (its search, images and web site, and the browser's form under
+    /browser/), for web, vision and browser calls."""
     messages, prompt, tools = _parse(body)
     if not tools and SUMMARY_MARK in prompt:
         return _answer(body, seed, {"role": "assistant", "content": _summary(prompt, summary_chars)}, "stop", "")
@@ -192,6 +210,10 @@ def completion(body: dict[str, Any], seed: int, bad_tool_rate: float, no_reasoni
     bad = draw(seed, prompt, "bad").random() < bad_tool_rate
     seen = describe_image(_last_user_content(body)) if not tools else None
     action = None if seen else _next_action(prompt, tools, step, bad)
+    more = [] if seen or (bad and step == 0) else _followups(body, prompt, tools, step, messages,
+                                                              f"{site}/browser/" if site else None)
+    if action is None and more:
+        action, more = more[0], more[1:]
     asked = f"The user asked {' '.join(prompt.split())[:80]!r}"
     message: dict[str, Any] = {"role": "assistant"}
     if seen:
@@ -209,8 +231,9 @@ def completion(body: dict[str, Any], seed: int, bad_tool_rate: float, no_reasoni
         name, args = action
         arguments = json.dumps(_fill(args, messages, site), ensure_ascii=False)
         message["content"] = _INTROS.get(name, f"Let me call {name}.")
-        message["tool_calls"] = [{"id": f"call_{step}_0", "type": "function",
-                                  "function": {"name": name, "arguments": arguments}}]
+        message["tool_calls"] = [{"id": f"call_{step}_{i}", "type": "function", "function": {"name": n, "arguments": a}}
+                                 for i, (n, a) in enumerate([(name, arguments),
+                                                             *((n, json.dumps(a, ensure_ascii=False)) for n, a in more)])]
         reasoning = f"{asked}; this is step {step}, next I will call {name} because it is next in my plan."
         finish, out_text = "tool_calls", message["content"] + arguments
     if draw(seed, prompt, "reasoning").random() < no_reasoning_rate:

@@ -15,6 +15,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from hermes_exp import mock_pages
 from hermes_exp.errors import ConfigError
 from hermes_exp import mock_services
 from hermes_exp.mock_cache import PromptCache
@@ -73,6 +74,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         path, _, query = self.path.partition("?")
         path = path.rstrip("/")
+        served = mock_pages.page("GET", path)
+        if served:
+            return self._send_page(served)
         if path == "/v1/models":
             model = {"id": "mock", "object": "model", "created": 0, "owned_by": "hermes_exp"}
             self._send((200, {"object": "list", "data": [model]}, {}))
@@ -89,6 +93,9 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(_bad_request("invalid Content-Length header", "bad_length"))
         path, _, query = self.path.partition("?")
         path = path.rstrip("/")
+        served = mock_pages.page("POST", path, raw)
+        if served:
+            return self._send_page(served)
         if path != _CHAT_PATH:
             return None if self._service(path, query, raw) else self._send(_not_found(self.command, path))
         try:
@@ -108,13 +115,16 @@ class _Handler(BaseHTTPRequestHandler):
         found = mock_services.answer(self.command, path, query, raw, root)
         if found is None:
             return False
-        status, content_type, body = found
+        self._send_page(found)
+        return True
+
+    def _send_page(self, served: tuple[int, str, bytes]) -> None:
+        status, content_type, data = served
         self.send_response(status)
         self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        self.wfile.write(body)
-        return True
+        self.wfile.write(data)
 
     def _send(self, reply: Reply) -> None:
         status, payload, headers = reply

@@ -41,6 +41,7 @@ from hermes_exp.verify import record
 from hermes_exp.verify.book import ScoreBook
 from hermes_exp.verify.metrics import summary_line
 from hermes_exp.verify.rows import row_checker, with_verifiers
+from hermes_exp.tools import mcp
 
 log = logging.getLogger(__name__)
 EXIT_OK, EXIT_TASK_ERRORS, EXIT_INTERRUPTED = 0, 3, 130
@@ -112,6 +113,8 @@ def ledger_row(result: dict[str, Any], filters: list[filters_mod.Filter],
 
 def run(settings: dict[str, Any]) -> int:
     """Run one experiment (or, with action=export, only re-filter and re-export); return the exit code."""
+    if settings.get("action", "run") != "export":
+        settings = mcp.with_discovered(settings)  # MCP servers' tools, listed once, before anything else
     check(settings)
     chosen_formats(settings)  # a typo in outputs.formats must not surface after hours of work
     compress.check(settings)
@@ -141,6 +144,8 @@ def run(settings: dict[str, Any]) -> int:
             ledger.reindex(found.indexed)
             ledger.set_meta({"dataset_tasks": str(len(found.indexed))})
             ledger.set_selection([entry[1] for entry in found.indexed] if selection.narrows else None)
+            if settings.get("mcp_tools"):  # for action=export, which starts no server
+                ledger.set_meta({"mcp_tools": json.dumps(settings["mcp_tools"], sort_keys=True)})
             states = ledger.states()
             todo = pending(found.indexed, states, wanted)
             chosen = [entry[1] for entry in pilot.spread(found.indexed, k)] if k else []
@@ -309,6 +314,7 @@ def reexport(settings: dict[str, Any], run_dir: Path, identity: str) -> int:
         ledger = Ledger(run_dir / "ledger.db")
         try:
             ledger.claim_identity(identity, stored_identity(settings))
+            settings = {**settings, "mcp_tools": json.loads(ledger.meta("mcp_tools") or "{}")}
             changed = 0
             book = ScoreBook(ledger, settings)
             for row in ledger.rows(("done", "filtered")):

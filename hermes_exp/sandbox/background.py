@@ -8,7 +8,6 @@ import subprocess
 import tempfile
 import threading
 import time
-import uuid
 from typing import IO, Protocol
 
 from hermes_exp.errors import ToolError
@@ -87,17 +86,19 @@ class OutputLog:
         self.file.close()
 
 
-def new_id() -> str:
-    return "proc_" + uuid.uuid4().hex[:12]
+def session_id(number: int) -> str:
+    """Ids count up per sandbox (proc_000000000001, ...): unique where they are used, and the same in every
+    run, so a reproduced run's conversations match."""
+    return f"proc_{number:012d}"
 
 
 class HostBackground:
     """A command run as a host process group (local, or bwrap's launcher + bwrap): its whole group is
     killed, which for bwrap takes down the command's pid namespace with it."""
 
-    def __init__(self, argv: list[str], command: str, *, cwd: str, env: dict[str, str],
+    def __init__(self, id_: str, argv: list[str], command: str, *, cwd: str, env: dict[str, str],
                  live: set[int]) -> None:
-        self.id, self.command, self.started = new_id(), command, time.time()
+        self.id, self.command, self.started = id_, command, time.time()
         self.log = OutputLog()
         self._live = live
         self._proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=self.log.file,
@@ -146,6 +147,13 @@ class BackgroundSet:
         self._procs: dict[str, Background] = {}
         self._limit = limit
         self._lock = threading.Lock()
+        self._started = 0
+
+    def next_id(self) -> str:
+        """The id for the next process (call check_room first)."""
+        with self._lock:
+            self._started += 1
+            return session_id(self._started)
 
     def check_room(self) -> None:
         with self._lock:

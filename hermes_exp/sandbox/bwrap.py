@@ -171,7 +171,8 @@ class BwrapSandbox:
         if self.closed or not self.root.is_dir():
             raise SandboxError(f"bwrap sandbox directory {self.root} is gone")
         self.background.check_room()
-        return self.background.add(HostBackground(self._argv + ["/bin/sh", "-c", command], command,
+        argv = self._argv + ["/bin/sh", "-c", command]
+        return self.background.add(HostBackground(self.background.next_id(), argv, command,
                                                   cwd=str(self.root), env=self._env, live=self._live))
 
     def read_file(self, path: str) -> bytes:

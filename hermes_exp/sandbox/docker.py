@@ -97,8 +97,8 @@ class DockerSandbox:
             raise SandboxError(f"docker sandbox {self.container_id[:12]} is closed")
         self.background.check_room()
         try:
-            return self.background.add(DockerBackground(self._api, self.container_id, command,
-                                                        workdir=self.workdir, env=self._env))
+            return self.background.add(DockerBackground(self.background.next_id(), self._api, self.container_id,
+                                                        command, workdir=self.workdir, env=self._env))
         except _engine_errors() as exc:
             raise SandboxError(f"docker exec failed in container {self.container_id[:12]}: {exc}") from exc
 

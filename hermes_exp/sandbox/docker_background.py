@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from hermes_exp.errors import ToolError
-from hermes_exp.sandbox.background import OutputLog, new_id
+from hermes_exp.sandbox.background import OutputLog
 
 # $0 = the pid file, $1 = the command. The inner shell leads its own session and group, so its pid
 # (written to $0) is the group id kill() signals; it writes the command's exit code to $0.rc. Without
@@ -23,10 +23,11 @@ KILLED = 137  # what a shell reports for a command ended by SIGKILL
 
 
 class DockerBackground:
-    def __init__(self, api: Any, container_id: str, command: str, *, workdir: str, env: dict[str, str]) -> None:
+    def __init__(self, id_: str, api: Any, container_id: str, command: str, *, workdir: str,
+                 env: dict[str, str]) -> None:
         from hermes_exp.sandbox.docker import _docker
 
-        self.id, self.command, self.started = new_id(), command, time.time()
+        self.id, self.command, self.started = id_, command, time.time()
         self.log = OutputLog()
         self._api, self._cid = api, container_id
         self._pidfile = f"/tmp/.hx-{self.id}.pid"

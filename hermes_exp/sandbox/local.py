@@ -41,8 +41,8 @@ class LocalSandbox:
         if self.closed or not self.root.is_dir():
             raise SandboxError(f"sandbox directory {self.root} is gone")
         self.background.check_room()
-        return self.background.add(HostBackground(["/bin/sh", "-c", command], command, cwd=self.workdir,
-                                                  env=self._env, live=self._live))
+        return self.background.add(HostBackground(self.background.next_id(), ["/bin/sh", "-c", command], command,
+                                                  cwd=self.workdir, env=self._env, live=self._live))
 
     def host_path(self, path: str) -> Path:
         """The host path of a sandbox path, refusing escapes (including through symlinks)."""

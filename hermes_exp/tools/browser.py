@@ -230,22 +230,26 @@ class BrowserSession:
 
 
 class BrowserTool:
-    """One browser tool (the Tool protocol of tools/base.py), as conf/toolset/browser.yaml names it. The
-    Chromium is the worker process's (`ctx.resources`), the session the task's (`ctx.task`), so it
-    closes with the task. With block_private the mock server's site (`ctx.services`) stays reachable."""
+    """One browser tool (the Tool protocol of tools/base.py); conf/toolset/browser.yaml names the nine,
+    all with the toolset's one `settings` block. The Chromium is the worker process's (`ctx.resources`),
+    the session the task's (`ctx.task`), so it closes with the task. With block_private the mock
+    server's site (`ctx.services`) stays reachable."""
 
-    def __init__(self, name: str, executable_path: str = "/usr/bin/chromium", headless: bool = True,
-                 args: list[str] | None = None, allowed_urls: list[str] | None = None,
-                 denied_urls: list[str] | None = None, block_private: bool = True, action_timeout: float = 10,
-                 navigation_timeout: float = 30, launch_timeout: float = 60, max_snapshot_chars: int = 15000) -> None:
+    def __init__(self, name: str, settings: dict[str, Any] | None = None) -> None:
         if name not in SCHEMAS:
             raise ValueError(f"unknown browser tool {name!r}; known: {', '.join(SCHEMAS)}")
         self.schema = SCHEMAS[name]
-        self._launch = {"executable_path": executable_path, "headless": headless, "args": args,
-                        "launch_timeout": launch_timeout}
-        self._policy = {"allowed": allowed_urls, "denied": denied_urls, "block_private": block_private}
-        self._session = {"action_timeout": float(action_timeout), "navigation_timeout": float(navigation_timeout),
-                         "max_snapshot_chars": int(max_snapshot_chars)}
+        conf = dict(settings or {})
+        self._launch = {"executable_path": str(conf.pop("executable_path", "/usr/bin/chromium")),
+                        "headless": bool(conf.pop("headless", True)), "args": conf.pop("args", None),
+                        "launch_timeout": float(conf.pop("launch_timeout", 60))}
+        self._policy = {"allowed": conf.pop("allowed_urls", None), "denied": conf.pop("denied_urls", None),
+                        "block_private": bool(conf.pop("block_private", True))}
+        self._session = {"action_timeout": float(conf.pop("action_timeout", 10)),
+                         "navigation_timeout": float(conf.pop("navigation_timeout", 30)),
+                         "max_snapshot_chars": int(conf.pop("max_snapshot_chars", 15000))}
+        if conf:
+            raise ValueError(f"unknown browser settings {sorted(conf)}; see conf/toolset/browser.yaml")
 
     def missing(self, mock: bool) -> str | None:
         try:
@@ -254,7 +258,7 @@ class BrowserTool:
             return "needs the `playwright` package: pip install 'hermes-exp[browser]'"
         path = self._launch["executable_path"]
         if not os.access(path, os.X_OK):
-            return f"no Chromium at {path}: apt-get install chromium, or set toolsets.browser.tools.*.executable_path"
+            return f"no Chromium at {path}: apt-get install chromium, or set toolsets.browser.settings.executable_path"
         return None
 
     def __call__(self, ctx: Any, args: dict[str, Any]) -> dict[str, Any]:

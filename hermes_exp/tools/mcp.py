@@ -68,8 +68,14 @@ class McpTool:
 
 
 def mcp_tools(settings: dict[str, Any]) -> dict[str, dict[str, McpTool]]:
-    """{server (toolset name): {tool name: McpTool}} from what discovery found (settings.runtime.mcp_tools)."""
-    found = (settings.get("runtime") or {}).get("mcp_tools") or {}
-    specs = {spec.name: spec for spec in server_specs(settings)}
-    return {server: {t.schema["name"]: t for t in (McpTool(specs[server], listed) for listed in tools)}
-            for server, tools in found.items() if server in specs}
+    """{server (toolset name): {tool name: McpTool}} for every configured server, from what discovery
+    found (settings.mcp_tools; a server not discovered, e.g. in a listing, has no tools)."""
+    found = settings.get("mcp_tools") or {}
+    return {spec.name: {t.schema["name"]: t for t in (McpTool(spec, listed) for listed in found.get(spec.name, []))}
+            for spec in server_specs(settings)}
+
+
+def with_discovered(settings: dict[str, Any]) -> dict[str, Any]:
+    """The settings with `mcp_tools` filled in by discovery (unchanged when no server is configured)."""
+    found = discover(settings)
+    return {**settings, "mcp_tools": found} if found else settings

@@ -50,7 +50,7 @@ def start(sandbox: Sandbox, command: str) -> dict[str, Any]:
 def _status(proc: Background) -> dict[str, Any]:
     code = proc.exit_code()
     return {"session_id": proc.id, "command": proc.command, "status": "running" if code is None else "exited",
-            "exit_code": code, "uptime_seconds": round(time.time() - proc.started, 1)}
+            "exit_code": code}
 
 
 def _int(args: dict[str, Any], name: str, default: int | None) -> int | None:

@@ -66,6 +66,13 @@ class Registry:
         for name, conf in config.items():
             if conf is not None:
                 registry.add(_build(str(name), conf), conf)
+        from hermes_exp.tools.mcp import mcp_tools  # discovered at start-up, passed in settings.mcp_tools
+
+        for server, tools in mcp_tools(settings).items():
+            if server in registry.toolsets:
+                raise ConfigError(f"MCP server {server!r} has the name of a toolset already defined",
+                                  f"rename mcp.servers.{server} (its name is its toolset's name)")
+            registry.add(Toolset(server, f"tools of the MCP server {server!r}", dict(tools)))
         return registry
 
     def add(self, toolset: Toolset, conf: dict[str, Any] | None = None) -> None:
