@@ -4,7 +4,6 @@ streamable HTTP, its tools discovered and called; secrets passed by variable nam
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys

@@ -70,7 +70,8 @@ def test_demo_uses_browser_process_and_mcp_then_stops_them(tmp_path: Path) -> No
 def test_per_task_mcp_server_is_one_per_task(tmp_path: Path) -> None:
     marker = f"hx-e2e-{uuid.uuid4().hex[:10]}"
     data = write_dataset(tmp_path / "p.jsonl", PROMPTS)
-    done = run_cli(tmp_path, f"dataset.path={data}", "run_name=pt", *with_marker(marker), "+mcp.servers.calc.per_task=true",
+    done = run_cli(tmp_path, f"dataset.path={data}", "run_name=pt", *with_marker(marker),
+                   "+mcp.servers.calc.per_task=true",
                    "distribution=terminal_only", timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     who = set()
@@ -86,7 +87,7 @@ def test_per_task_mcp_server_is_one_per_task(tmp_path: Path) -> None:
 
 def test_ctrl_c_stops_browser_and_mcp_servers(tmp_path: Path) -> None:
     marker = f"hx-e2e-{uuid.uuid4().hex[:10]}"
-    data = write_dataset(tmp_path / "p.jsonl", [{"prompt": f"Browse the demo site slowly, case {i}."} for i in range(8)])
+    data = write_dataset(tmp_path / "p.jsonl", [{"prompt": f"Browse the demo site, case {i}."} for i in range(8)])
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "hermes_exp.cli", f"dataset.path={data}", "run_name=int",
                              "num_workers=2", "model.mock_server.latency_ms=700", *with_marker(marker)],

@@ -60,7 +60,8 @@ class ServerSpec:
         strs = lambda v: {str(k): str(x) for k, x in (v or {}).items()}  # noqa: E731
         return cls(name, conf.get("command"), tuple(str(a) for a in conf.get("args") or ()), strs(conf.get("env")),
                    conf.get("cwd"), conf.get("url"), strs(conf.get("headers")), strs(conf.get("headers_env")),
-                   bool(conf.get("per_task")), float(conf.get("timeout") or 60), float(conf.get("startup_timeout") or 30))
+                   bool(conf.get("per_task")), float(conf.get("timeout") or 60),
+                   float(conf.get("startup_timeout") or 30))
 
     def missing_variables(self) -> list[str]:
         return sorted(v for v in {**self.env, **self.headers_env}.values() if v not in os.environ)

@@ -24,10 +24,12 @@ PROCESS = {
     "parameters": {
         "type": "object",
         "properties": {
-            "action": {"type": "string", "enum": list(ACTIONS), "description": "Action to perform on background processes"},
+            "action": {"type": "string", "enum": list(ACTIONS),
+                       "description": "Action to perform on background processes"},
             "session_id": {"type": "string", "description": "Process session ID (from terminal background output). "
                                                            "Required for all actions except 'list'."},
-            "data": {"type": "string", "description": "Text to send to process stdin (for 'write' and 'submit' actions)"},
+            "data": {"type": "string",
+                     "description": "Text to send to process stdin (for 'write' and 'submit' actions)"},
             "timeout": {"type": "integer", "minimum": 1,
                         "description": "Max seconds to block for 'wait' action. Returns partial output on timeout."},
             "offset": {"type": "integer", "description": "Line offset for 'log' action (default: last 200 lines)"},
