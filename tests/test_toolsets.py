@@ -11,17 +11,22 @@ from pathlib import Path
 from conftest import known_tools, read_jsonl, request_count, run_cli, write_dataset
 from webfixtures import web_server
 
+import hermes_exp
 from hermes_exp.cli import config_dir
 from hermes_exp.listing import compose_settings
 from hermes_exp.tools.registry import Registry
 
 
 def test_offline_demo_uses_every_toolset(tmp_path: Path) -> None:
-    result = run_cli(tmp_path, "max_samples=3", "run_name=all")
+    """`hermes-exp` with no key and no override: distribution=default draws all six of Hermes's toolsets
+    for every prompt, and across the demo's rows each is used (the browser where a prompt asks for it)."""
+    result = run_cli(tmp_path, "run_name=all")
     assert result.returncode == 0, result.stderr
     rows = read_jsonl(tmp_path / "outputs" / "all" / "trajectories.jsonl")
     registry = Registry.from_settings(compose_settings(config_dir(), []))
-    assert len(rows) == 3 and all(r["completed"] for r in rows)
+    demo = (Path(hermes_exp.__file__).parent / "data" / "demo_prompts.jsonl").read_text().splitlines()
+    assert len(rows) == len(demo) and all(r["completed"] for r in rows)
+    assert set(registry.toolsets) == {"web", "browser", "vision", "image_gen", "terminal", "file"}
     for name, toolset in registry.toolsets.items():
         assert all(name in r["toolsets_used"] for r in rows), name
         used = sum(r["tool_stats"][tool]["success"] for r in rows for tool in toolset.tools)
