@@ -14,11 +14,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from hermes_exp.errors import HermesExpError
 from hermes_exp.redact import Redactor
+from hermes_exp.store.atomic import atomic_writer
 
 log = logging.getLogger("hermes_exp")
 # Sweep jobs may run in other processes (hydra/launcher=joblib, submitit): each appends its exit
 # code to this file, so the command's own exit code reflects every job.
 STATUS_ENV = "HERMES_EXP_STATUS_FILE"
+STATUS_PREFIX = "hermes-exp-status-"  # + the pid of the invocation that made it
 
 
 def config_dir() -> Path:
@@ -37,17 +39,22 @@ def register_resolvers() -> None:
 
 
 def _snapshot(cfg: DictConfig) -> None:
-    """Make `<run_dir>/.hydra/config.yaml` reproduce the run on its own: Hydra saves the config
-    without its `hydra:` block, so add back the run/sweep directory rules from ours."""
+    """Write `<run_dir>/.hydra/` (config.yaml, hydra.yaml, overrides.yaml) once this invocation holds
+    the run directory; Hydra's own saving is off (`hydra.output_subdir: null`) because it happens
+    before the lock, so a refused second invocation would overwrite the running run's snapshot.
+    config.yaml reproduces the run on its own: it carries our run/sweep directory rules."""
     from hydra.core.hydra_config import HydraConfig
 
-    out = Path(HydraConfig.get().runtime.output_dir) / ".hydra" / "config.yaml"
-    if not out.is_file():
-        return
-    ours = OmegaConf.load(config_dir() / "config.yaml")
-    saved = OmegaConf.load(out)
-    saved.hydra = ours.hydra
-    out.write_text(OmegaConf.to_yaml(saved), encoding="utf-8")
+    hydra_cfg = HydraConfig.get()
+    out = Path(hydra_cfg.runtime.output_dir) / ".hydra"
+    out.mkdir(parents=True, exist_ok=True)
+    saved = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
+    saved.hydra = OmegaConf.load(config_dir() / "config.yaml").hydra
+    files = {"config.yaml": saved, "hydra.yaml": OmegaConf.create({"hydra": hydra_cfg}),
+             "overrides.yaml": OmegaConf.create(list(hydra_cfg.overrides.task))}
+    for name, node in files.items():
+        with atomic_writer(out / name) as fh:
+            fh.write(OmegaConf.to_yaml(node))
 
 
 def _job(cfg: DictConfig) -> None:
@@ -55,8 +62,7 @@ def _job(cfg: DictConfig) -> None:
     from hermes_exp.settings import to_plain
 
     try:
-        _snapshot(cfg)
-        _report_status(run(to_plain(cfg)))
+        _report_status(run(to_plain(cfg), on_locked=lambda: _snapshot(cfg)))
     except HermesExpError as exc:
         redact = Redactor.from_env(OmegaConf.to_container(cfg, resolve=False))
         print(f"error: {redact(str(exc))}", file=sys.stderr)
@@ -75,6 +81,24 @@ def _report_status(code: int) -> None:
             fh.write(status_line(code))
 
 
+def _reap_status_files() -> None:
+    """Remove status files of invocations that died without cleaning up (SIGKILL): the pid in the
+    name is gone. Files of the older, pid-less naming are removed once a day old."""
+    for path in Path(tempfile.gettempdir()).glob(STATUS_PREFIX + "*"):
+        pid = path.name[len(STATUS_PREFIX):].split("-")[0]
+        try:
+            if pid.isdigit():
+                os.kill(int(pid), 0)
+                continue
+            if time.time() - path.stat().st_mtime < 86400:
+                continue
+        except ProcessLookupError:
+            pass
+        except OSError:
+            continue
+        path.unlink(missing_ok=True)
+
+
 def main() -> None:
     flags = ("--list-distributions", "--list_distributions", "--list-toolsets")
     if any(a in flags for a in sys.argv[1:]):
@@ -84,7 +108,8 @@ def main() -> None:
         sys.exit(listing(config_dir(), [a for a in sys.argv[1:] if a not in flags]))
     register_resolvers()
     started = time.time()
-    fd, status_file = tempfile.mkstemp(prefix="hermes-exp-status-")
+    _reap_status_files()
+    fd, status_file = tempfile.mkstemp(prefix=f"{STATUS_PREFIX}{os.getpid()}-")
     os.close(fd)
     os.environ[STATUS_ENV] = status_file
     try:

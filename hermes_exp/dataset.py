@@ -6,9 +6,9 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import IO, Any, NamedTuple
 
 from hermes_exp.errors import DatasetError
 from hermes_exp.inputs import Record, Source, open_source
@@ -51,6 +51,31 @@ def task_key(row: dict[str, Any], occurrence: int, identity: str, sample: int = 
     return f"{KEY_SCHEME}:{hashlib.blake2b(payload, digest_size=16).hexdigest()}"
 
 
+MAX_DEPTH = 64  # nesting levels a row may have: deeper rows could not be saved or exported reliably
+
+
+def _depth(value: Any) -> int:
+    """How deeply lists and objects nest in `value` (iteratively: no recursion limit to hit)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, level)
+            stack.extend((v, level + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def _canonical(row: dict[str, Any]) -> tuple[str | None, str | None]:
+    """The row's canonical JSON, or what makes it unusable (nested too deeply to save and export)."""
+    try:
+        text = canonical_json(row)
+    except (RecursionError, ValueError):
+        return None, f"nested too deeply (at most {MAX_DEPTH} levels of lists and objects)"
+    if text.count("[") + text.count("{") > MAX_DEPTH and (depth := _depth(row)) > MAX_DEPTH:  # cheap test first
+        return None, f"nested {depth} levels deep (at most {MAX_DEPTH} levels of lists and objects)"
+    return text, None
+
+
 def check_row(row: dict[str, Any]) -> str | None:
     """What is wrong with a (normalised, mapped) row, or None. The same rules for every format."""
     if "prompt" not in row:
@@ -77,45 +102,65 @@ def open_dataset(dataset: dict[str, Any] | str | Path) -> Source:
 @dataclass
 class Scan:
     """What one validating pass over the dataset found: a Slot per task (samples_per_prompt per valid
-    row), and the images named."""
+    row), and the images named.
+
+    With a spool, each valid row is written there as it is keyed (`offsets`: row index -> position):
+    tasks then run the content they were keyed by, even if the dataset changes during the run."""
 
     indexed: list[Slot]
     images: set[str]
+    spool: IO[bytes] | None = None
+    offsets: dict[int, int] = field(default_factory=dict)
+    stamp: tuple[int, int, int] | None = None
+    source: Source | None = None  # what was scanned (e.g. a Harbor folder, whose tasks bring their images)
 
 
 RowCheck = Callable[[dict[str, Any]], "str | None"]
 
 
+def source_stamp(source: Source) -> tuple[int, int, int] | None:
+    """(inode, size, mtime in ns) of the dataset path: changes when it is replaced or rewritten."""
+    try:
+        st = Path(source.path).stat()
+    except (OSError, TypeError, ValueError):
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
 def scan(source: Source, identity: str, skip_invalid: bool, max_samples: int | None, samples: int = 1,
-         extra_check: RowCheck | None = None) -> Scan:
-    """Validate the whole dataset before any model call; key every sample of every valid row.
-    `extra_check` adds checks of its own (a problem string, reported with the row's place)."""
+         extra_check: RowCheck | None = None, spool: IO[bytes] | None = None) -> Scan:
+    """Validate the whole dataset before any model call; key every sample of every valid row (and spool
+    the row). `extra_check` adds checks of its own (a problem string, reported with the row's place)."""
     seen: dict[bytes, int] = {}
-    keys: list[Slot] = []
-    images: set[str] = set()
+    found = Scan([], set(), spool, stamp=source_stamp(source), source=source)
     problems: list[str] = []
     for record, problem in _rows(source):
+        text = None
+        if not problem:
+            text, problem = _canonical(record.row)
         if problem is None and extra_check is not None:
             problem = extra_check(record.row)
         if problem:
             problems.append(f"{record.where}: {problem}")
             continue
         row = record.row
-        if max_samples is not None and len(keys) >= max_samples * samples:
+        if max_samples is not None and len(found.indexed) >= max_samples * samples:
             continue
-        text = canonical_json(row)  # once per row: the duplicate count and every sample's key use it
-        digest = hashlib.blake2b(text.encode(), digest_size=16).digest()
+        digest = hashlib.blake2b(text.encode(), digest_size=16).digest()  # text: the row's canonical JSON, once
         occurrence = seen.get(digest, 0)
         seen[digest] = occurrence + 1
-        keys.extend(Slot(record.index, task_key(row, occurrence, identity, s, text), s) for s in range(samples))
+        found.indexed.extend(Slot(record.index, task_key(row, occurrence, identity, s, text), s) for s in range(samples))
+        if spool is not None:
+            found.offsets[record.index] = spool.tell()
+            spool.write(json.dumps(row, ensure_ascii=False).encode() + b"\n")
         image = row.get("image") or row.get("docker_image")
         if isinstance(image, str) and image:
-            images.add(image)
+            found.images.add(image)
     _report(source, problems, skip_invalid)
-    if not keys:
+    if not found.indexed:
         raise DatasetError(f"dataset {source.path} has no valid prompts",
                            "add rows with a non-empty \"prompt\" (or map a column onto it: dataset.fields.prompt=...)")
-    return Scan(keys, images)
+    return found
 
 
 def _report(source: Source, problems: list[str], skip_invalid: bool) -> None:
@@ -130,12 +175,18 @@ def _report(source: Source, problems: list[str], skip_invalid: bool) -> None:
                        f"fix these {source.unit}s, or run with dataset.skip_invalid=true to skip them")
 
 
-def stream_tasks(source: Source, wanted: list[Slot]) -> Iterator[Task]:
-    """Yield the tasks of the `wanted` slots, reading the source again."""
-    by_index: dict[int, list[Slot]] = {}
-    for slot in wanted:
-        by_index.setdefault(slot.index, []).append(slot)
-    for record, problem in _rows(source):
-        if problem is None and record.index in by_index:
-            for slot in by_index[record.index]:
-                yield Task(slot.key, record.index, record.row, slot.sample)
+def stream_tasks(found: Scan, wanted: list[Slot]) -> Iterator[Task]:
+    """Yield the tasks of the `wanted` slots, in the scan's order, with the row as it was when it was
+    keyed: read back from the scan's spool, never from the dataset again."""
+    if found.spool is None:
+        raise ValueError("stream_tasks needs a Scan made with a spool")
+    chosen = {(slot.index, slot.key) for slot in wanted}
+    for slot in found.indexed:
+        if (slot.index, slot.key) in chosen:
+            found.spool.seek(found.offsets[slot.index])
+            yield Task(slot.key, slot.index, json.loads(found.spool.readline()), slot.sample)
+
+
+def changed_since(source: Source, found: Scan) -> bool:
+    """Whether the dataset was rewritten or replaced after the scan read it."""
+    return found.stamp is not None and source_stamp(source) != found.stamp

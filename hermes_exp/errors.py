@@ -35,6 +35,10 @@ class LedgerError(HermesExpError):
     """The run directory's ledger cannot be used (another experiment, locked, corrupt)."""
 
 
+class StorageError(HermesExpError):
+    """The run directory cannot be written (disk full) or its ledger became unreadable mid-run."""
+
+
 class SandboxError(HermesExpError):
     """A sandbox could not be opened or used (engine down, image missing, bubblewrap absent)."""
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import shutil
-import signal
+import sqlite3
 import sys
+import tempfile
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -18,8 +21,7 @@ from hydra.utils import instantiate
 
 from hermes_exp import compress, pilot, sweep_budget, worker
 from hermes_exp.agent.probe import probe
-from hermes_exp.dataset import Slot, Task, open_dataset, stream_tasks
-from hermes_exp.inputs import Source
+from hermes_exp.dataset import Scan, Slot, Task, changed_since, open_dataset, stream_tasks
 from hermes_exp.inputs.harbor import check_sandbox
 from hermes_exp.errors import ConfigError, LedgerError
 from hermes_exp.guard import RunGuard
@@ -27,13 +29,16 @@ from hermes_exp.plan import intent, pending, samples_per_prompt, to_reverify
 from hermes_exp.progress import Progress
 from hermes_exp.redact import Redactor, secret_names
 from hermes_exp.runlock import RunLock
+from hermes_exp.sandbox.reaper import Watchdog
 from hermes_exp.sandbox.auto import runs_on_host
 from hermes_exp.selection import from_settings, scan_selected
 from hermes_exp.spend_journal import fold_into
 from hermes_exp.settings import check, identity_hash, stored_identity
+from hermes_exp.stopping import StopSignals
 from hermes_exp.store import filters as filters_mod
 from hermes_exp.store.export import export
 from hermes_exp.store.formats import chosen_formats
+from hermes_exp.store.health import check_ledger_file, storage_error
 from hermes_exp.store.ledger import Ledger
 from hermes_exp.store.samples import selection_mode
 from hermes_exp import rescore
@@ -62,19 +67,6 @@ def model_endpoint(settings: dict[str, Any]) -> Iterator[str]:
 
     with MockServer(**(model.get("mock_server") or {})) as server:
         yield server.base_url
-
-
-@contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM stops a run the way Ctrl-C does: finished work committed, sandboxes closed."""
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt()
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def ledger_row(result: dict[str, Any], filters: list[filters_mod.Filter],
@@ -111,60 +103,81 @@ def ledger_row(result: dict[str, Any], filters: list[filters_mod.Filter],
     return row
 
 
-def run(settings: dict[str, Any]) -> int:
-    """Run one experiment (or, with action=export, only re-filter and re-export); return the exit code."""
+def run(settings: dict[str, Any], on_locked: Callable[[], None] | None = None) -> int:
+    """Run one experiment (or, with action=export, only re-filter and re-export); return the exit code.
+    `on_locked` runs once this invocation holds the run directory (the CLI saves its config snapshot
+    there: a refused second invocation must not overwrite the running one's)."""
     if settings.get("action", "run") != "export":
         settings = mcp.with_discovered(settings)  # MCP servers' tools, listed once, before anything else
     check(settings)
     chosen_formats(settings)  # a typo in outputs.formats must not surface after hours of work
     compress.check(settings)
     selection_mode(settings)
-    wanted = intent(settings)
     run_dir = Path(settings["run_dir"]).resolve()
-    identity = identity_hash(settings)
     action = settings.get("action", "run")
     if action not in ACTIONS:
         raise ConfigError(f"action={action!r} is not an action", f"choose one of: {', '.join(ACTIONS)}")
-    if action in ("export", "compress"):
-        return reexport(settings, run_dir, identity)
-    if action == "score":
-        from hermes_exp.score_action import score_run
+    try:
+        if action in ("export", "compress"):
+            return reexport(settings, run_dir, identity_hash(settings), on_locked)
+        if action == "score":
+            from hermes_exp.score_action import score_run
 
-        return score_run(settings, run_dir, identity)
+            return score_run(settings, run_dir, identity_hash(settings), on_locked)
+        return _run(settings, run_dir, on_locked or (lambda: None))
+    except (OSError, sqlite3.Error) as exc:
+        error = storage_error(exc, run_dir)
+        if error is None:
+            raise
+        raise error from exc
+
+
+def _run(settings: dict[str, Any], run_dir: Path, on_locked: Callable[[], None]) -> int:
+    wanted = intent(settings)
+    identity = identity_hash(settings)
     dataset = open_dataset(settings["dataset"])
     check_sandbox(dataset, settings)  # a Harbor dataset needs sandbox=docker: say so before any work
     selection = from_settings(settings)
     k = pilot.pilot_size(settings)
     settings = with_verifiers(settings)
-    found = scan_selected(dataset, selection, identity, bool(settings["dataset"].get("skip_invalid")),
-                          samples=samples_per_prompt(settings), extra_check=row_checker(settings))
-    with RunLock(run_dir):
-        ledger = _open_ledger(run_dir, identity, settings)
-        try:
-            ledger.reindex(found.indexed)
-            ledger.set_meta({"dataset_tasks": str(len(found.indexed))})
-            ledger.set_selection([entry[1] for entry in found.indexed] if selection.narrows else None)
-            if settings.get("mcp_tools"):  # for action=export, which starts no server
-                ledger.set_meta({"mcp_tools": json.dumps(settings["mcp_tools"], sort_keys=True)})
-            states = ledger.states()
-            todo = pending(found.indexed, states, wanted)
-            chosen = [entry[1] for entry in pilot.spread(found.indexed, k)] if k else []
-            todo = pilot.restrict(todo, set(chosen)) if k else todo
-            fold_into(ledger, run_dir)  # what a killed invocation's calls in flight cost
-            again = {slot.key for slot in to_reverify(found.indexed, states)} - {slot.key for slot in todo}
-            guard = RunGuard(settings, ledger.spent_usd())
-            _start_sweep_budget(settings, guard.spent)
-            code = _dispatch(settings, ledger, dataset, todo, found.images, len(found.indexed), guard, again)
-            stats = export(ledger, run_dir, settings)
-            if k:
-                proj = pilot.projection(ledger, chosen, len(found.indexed), int(settings["num_workers"]))
-            squeezed = compress.compress(ledger, run_dir, settings) if compress.wanted(settings) and \
-                code == EXIT_OK else None
-        finally:
-            ledger.close()
-    _summary(run_dir, stats, len(todo), interrupted=code == EXIT_INTERRUPTED)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    # The rows are spooled as they are keyed (an unlinked file: nothing is left behind by a kill), so
+    # a dataset rewritten during the run cannot make a task run content other than its key's.
+    with tempfile.TemporaryFile(dir=run_dir, prefix=".dataset-") as spool:
+        found = scan_selected(dataset, selection, identity, bool(settings["dataset"].get("skip_invalid")),
+                              samples=samples_per_prompt(settings), extra_check=row_checker(settings), spool=spool)
+        with RunLock(run_dir) as lock, StopSignals() as stop:
+            on_locked()
+            ledger = _open_ledger(run_dir, identity, settings, lock.earlier)
+            try:
+                ledger.reindex(found.indexed)
+                ledger.set_meta({"dataset_tasks": str(len(found.indexed))})
+                ledger.set_selection([entry[1] for entry in found.indexed] if selection.narrows else None)
+                if settings.get("mcp_tools"):  # for action=export, which starts no server
+                    ledger.set_meta({"mcp_tools": json.dumps(settings["mcp_tools"], sort_keys=True)})
+                states = ledger.states()
+                todo = pending(found.indexed, states, wanted)
+                chosen = [entry[1] for entry in pilot.spread(found.indexed, k)] if k else []
+                todo = pilot.restrict(todo, set(chosen)) if k else todo
+                fold_into(ledger, run_dir)  # what a killed invocation's calls in flight cost
+                again = {slot.key for slot in to_reverify(found.indexed, states)} - {slot.key for slot in todo}
+                guard = RunGuard(settings, ledger.spent_usd())
+                _start_sweep_budget(settings, guard.spent)
+                code = _dispatch(settings, ledger, found, todo, len(found.indexed), guard, stop, again)
+                stats = export(ledger, run_dir, settings)
+                if k:
+                    proj = pilot.projection(ledger, chosen, len(found.indexed), int(settings["num_workers"]))
+                squeezed = compress.compress(ledger, run_dir, settings) if compress.wanted(settings) and \
+                    code == EXIT_OK else None
+            finally:
+                ledger.close()
+            _summary(run_dir, stats, len(todo), interrupted=code == EXIT_INTERRUPTED)
     if squeezed is not None:
         print(compress.describe(squeezed, run_dir), file=sys.stderr)
+    if changed_since(dataset, found):
+        log.warning("the dataset %s changed while this run used it: its tasks ran the rows as they were when "
+                    "the run started; run the same command again to run rows that are new or changed",
+                    dataset.path)
     guard.check()  # budget reached or authentication failing: say so and exit non-zero
     if k and code == EXIT_OK:
         pilot.report(run_dir, proj)
@@ -179,8 +192,10 @@ def _start_sweep_budget(settings: dict[str, Any], spent: float) -> None:
         shared.start(spent)
 
 
-def _open_ledger(run_dir: Path, identity: str, settings: dict[str, Any]) -> Ledger:
-    """Open the run's ledger, refusing another experiment unless resume.new_identity archives it."""
+def _open_ledger(run_dir: Path, identity: str, settings: dict[str, Any], earlier: bool) -> Ledger:
+    """Open the run's ledger, refusing another experiment unless resume.new_identity archives it, and
+    refusing a ledger that is gone or empty while the outputs it exported are still there."""
+    check_ledger_file(run_dir / "ledger.db", earlier)
     ledger = Ledger(run_dir / "ledger.db")
     try:
         ledger.claim_identity(identity, stored_identity(settings))
@@ -201,8 +216,8 @@ def _open_ledger(run_dir: Path, identity: str, settings: dict[str, Any]) -> Ledg
     return ledger
 
 
-def _dispatch(settings: dict[str, Any], ledger: Ledger, dataset: Source, todo: list[Slot],
-              images: set[str], total: int, guard: RunGuard, again: set[str] = frozenset()) -> int:
+def _dispatch(settings: dict[str, Any], ledger: Ledger, found: Scan, todo: list[Slot], total: int,
+              guard: RunGuard, stop: StopSignals, again: set[str] = frozenset()) -> int:
     """Run the agent on `todo`, then verify `again` (failed verifications) without the agent."""
     if not todo and not again:
         print(f"nothing to run: all {total} tasks of this run are settled", file=sys.stderr)
@@ -216,13 +231,14 @@ def _dispatch(settings: dict[str, Any], ledger: Ledger, dataset: Source, todo: l
     invocation = ledger.start_invocation()
     ran = calls = 0
     interrupted = False
-    with model_endpoint(settings) as base_url, sigterm_as_interrupt():
+    with model_endpoint(settings) as base_url, Watchdog(run_id):
         settings = {**settings, "runtime": {**settings.get("runtime", {}), "base_url": base_url, "run_id": run_id,
-                                            "spent_usd": guard.spent, "invocation": invocation}}
+                                            "spent_usd": guard.spent, "invocation": invocation,
+                                            "parent_pid": os.getpid()}}
         try:
             probe(base_url)
-            _preflight(settings, images, own_images=bool(getattr(dataset, "own_images", False)))
-            tasks = guard.gate(_marked(ledger, dataset, todo))
+            _preflight(settings, found.images, own_images=bool(getattr(found.source, "own_images", False)))
+            tasks = guard.gate(_marked(ledger, found, todo))
             for result in executor.map_unordered(worker.run_task, settings, tasks):
                 limiter = result.pop("limiter", None)  # the worker process's figures, not the task's
                 if not guard.observe(result, ledger):  # cancelled, or stopped by the budget: stays pending
@@ -242,8 +258,9 @@ def _dispatch(settings: dict[str, Any], ledger: Ledger, dataset: Source, todo: l
         except KeyboardInterrupt:
             interrupted = True
         finally:
+            stop.shield()  # a second Ctrl-C from here on only skips the grace period
             progress.close()
-            _stop_workers(run_id, grace=float((settings.get("resume") or {}).get("grace_seconds", 10)))
+            _stop_workers(run_id, float((settings.get("resume") or {}).get("grace_seconds", 10)), stop.hurry)
             fold_into(ledger, ledger.path.parent)  # calls of tasks whose results never came back
             ledger.finish_invocation(invocation, ran, calls)
     return EXIT_INTERRUPTED if interrupted else EXIT_OK
@@ -283,26 +300,27 @@ def _preflight(settings: dict[str, Any], images: set[str], own_images: bool = Fa
                     settings["sandbox"].get("kind"))
 
 
-def _marked(ledger: Ledger, dataset: Source, todo: list[Slot]) -> Iterator[Task]:
-    for task in stream_tasks(dataset, todo):
+def _marked(ledger: Ledger, found: Scan, todo: list[Slot]) -> Iterator[Task]:
+    for task in stream_tasks(found, todo):
         if worker.CANCEL.is_set():
             return
         ledger.mark_running(task.key, task.index, task.row["prompt"], task.sample)
         yield task
 
 
-def _stop_workers(run_id: str, grace: float) -> None:
-    """Let conversations in flight end at their next turn, then close whatever sandbox is left."""
+def _stop_workers(run_id: str, grace: float, hurry: threading.Event | None = None) -> None:
+    """Let conversations in flight end at their next turn (unless told to hurry), then close whatever
+    sandbox is left."""
     if worker.in_flight():
         worker.CANCEL.set()
         deadline = time.monotonic() + grace
-        while worker.in_flight() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        while worker.in_flight() and time.monotonic() < deadline and not (hurry or threading.Event()).wait(0.05):
+            pass
     worker.release(run_id)
     worker.CANCEL.clear()
 
 
-def reexport(settings: dict[str, Any], run_dir: Path, identity: str) -> int:
+def reexport(settings: dict[str, Any], run_dir: Path, identity: str, on_locked: Callable[[], None] | None) -> int:
     """action=export: re-apply the current filters to every finished task and rewrite the outputs,
     without a single model call. action=compress (or outputs.compress=true) also compresses the kept
     rows: only the summaries the ledger does not hold yet are asked for."""
@@ -310,7 +328,10 @@ def reexport(settings: dict[str, Any], run_dir: Path, identity: str) -> int:
         raise LedgerError(f"no ledger in {run_dir}", "check run_name=...; action=export works on an existing run")
     filters = filters_mod.build(settings.get("filters"))
     settings = with_verifiers(settings)
-    with RunLock(run_dir):
+    with RunLock(run_dir) as lock:
+        if on_locked:
+            on_locked()
+        check_ledger_file(run_dir / "ledger.db", lock.earlier)
         ledger = Ledger(run_dir / "ledger.db")
         try:
             ledger.claim_identity(identity, stored_identity(settings))

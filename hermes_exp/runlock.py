@@ -13,9 +13,11 @@ class RunLock:
     def __init__(self, run_dir: Path) -> None:
         self.path = run_dir / ".lock"
         self._fd: int | None = None
+        self.earlier = False  # whether an earlier invocation ran here (the lock file existed)
 
     def __enter__(self) -> "RunLock":
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.earlier = self.path.exists()
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

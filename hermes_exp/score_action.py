@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from hydra.utils import instantiate
@@ -18,17 +19,22 @@ from hermes_exp.runlock import RunLock
 from hermes_exp.settings import stored_identity
 from hermes_exp.store import filters as filters_mod
 from hermes_exp.store.export import export
+from hermes_exp.store.health import check_ledger_file
 from hermes_exp.store.ledger import Ledger
 from hermes_exp.verify.book import ScoreBook
 from hermes_exp.verify.rows import with_verifiers
 
 
-def score_run(settings: dict[str, Any], run_dir: Path, identity: str) -> int:
+def score_run(settings: dict[str, Any], run_dir: Path, identity: str,
+              on_locked: Callable[[], None] | None = None) -> int:
     if not (run_dir / "ledger.db").is_file():
         raise LedgerError(f"no ledger in {run_dir}", "check run_name=...; action=score works on an existing run")
     settings = with_verifiers(settings)
     filters = filters_mod.build(settings.get("filters"))
-    with RunLock(run_dir):
+    with RunLock(run_dir) as lock:
+        if on_locked:
+            on_locked()
+        check_ledger_file(run_dir / "ledger.db", lock.earlier)
         ledger = Ledger(run_dir / "ledger.db")
         try:
             ledger.claim_identity(identity, stored_identity(settings))

@@ -168,6 +168,7 @@ def scan_selected(source: Source, selection: Selection, identity: str, skip_inva
         raise DatasetError(f"the selection keeps none of the {selected.dropped} valid rows of {source.path} "
                            f"({_describe(selected.selection)})", "check dataset.where / dataset.ids_file") from None
     found.indexed = cut(selected, found.indexed)
+    found.source = source  # the dataset itself, not the selection's view of it
     if not found.indexed:
         raise DatasetError(f"the selection picks no rows of {source.path} ({_describe(selected.selection)})",
                            "check dataset.slice against the number of rows selected")

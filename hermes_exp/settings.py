@@ -117,6 +117,12 @@ def check(settings: dict[str, Any]) -> dict[str, float]:
     from hermes_exp.tools.readiness import drawable
     from hermes_exp.tools.registry import Registry
 
+    run_name = settings.get("run_name")
+    if isinstance(run_name, (int, float)) and not isinstance(run_name, bool):
+        settings["run_name"] = run_name = str(run_name)  # run_name=2024 reaches us as a number
+    if not isinstance(run_name, str) or not run_name.strip() or run_name != run_name.strip():
+        raise ConfigError(f"run_name must be a non-empty name, got {run_name!r}",
+                          "set run_name=<name>, e.g. run_name=my_first_run")
     for key in ("max_turns", "num_workers", "batch_size"):
         value = settings.get(key)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:

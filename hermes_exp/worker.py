@@ -4,6 +4,7 @@ Workers never write run bookkeeping; whatever happens, they return a result dict
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import traceback
@@ -20,6 +21,7 @@ from hermes_exp.distribution import draw
 from hermes_exp.errors import HermesExpError, ProviderError, SandboxError
 from hermes_exp.inputs import dataset_base_dir
 from hermes_exp.redact import Redactor, secret_names, wipe_environ_block
+from hermes_exp.sandbox.reaper import GROUP, PROCESS, ProcRegistry, die_with_parent
 from hermes_exp.settings import load_prefill
 from hermes_exp.tools.base import Resources
 from hermes_exp.tools.readiness import drawable, services_url
@@ -80,7 +82,18 @@ def runtime_for(settings: dict[str, Any]) -> Runtime:
     with _LOCK:
         if run_id not in _RUNTIMES:
             _RUNTIMES[run_id] = Runtime(settings)
+            _follow_parent(settings["runtime"])
         return _RUNTIMES[run_id]
+
+
+def _follow_parent(runtime: dict[str, Any]) -> None:
+    """In an executor worker started by the runner itself (loky): record this process for the run's
+    reaper and end it, with the commands it started, when the runner dies."""
+    parent = runtime.get("parent_pid")
+    if parent and os.getpid() != parent and os.getppid() == parent:
+        procs = ProcRegistry(runtime["run_id"])
+        procs.add(os.getpid(), PROCESS)
+        die_with_parent(parent, on_death=lambda: procs.reap(kinds=(GROUP,)))
 
 
 def release(run_id: str) -> None:

@@ -45,6 +45,8 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 def done_rows(db: Path) -> int:
     """Tasks a (possibly still running) run has committed as done; 0 before its ledger exists."""
+    if not db.exists():
+        return 0  # connecting would create an empty file where the run's ledger goes
     try:
         with sqlite3.connect(db) as conn:
             return conn.execute("SELECT COUNT(*) FROM tasks WHERE state = 'done'").fetchone()[0]

@@ -1,4 +1,6 @@
-"""JSONL: one JSON object per line, read line by line."""
+"""JSONL: one JSON object per line, read line by line, in binary: a line ends at b"\\n" only (a lone
+carriage return inside a line is JSON whitespace, not a line break), and a line that is not UTF-8 is
+one invalid line, reported with its byte offset, not the end of the whole file."""
 
 from __future__ import annotations
 
@@ -21,20 +23,29 @@ class JsonlSource:
 
     def rows(self) -> Iterator[Record]:
         try:
-            with self._path.open("r", encoding="utf-8", errors="strict") as fh:
-                for index, line in enumerate(fh):
-                    if line.strip():
-                        yield self._record(index, line)
-        except UnicodeDecodeError as exc:
-            raise DatasetError(f"{self.path} is not UTF-8 text ({exc.reason} at byte {exc.start})",
-                               "save the dataset as UTF-8 JSONL") from exc
+            fh = self._path.open("rb")
+        except OSError as exc:
+            raise DatasetError(f"cannot read the dataset {self.path}: {exc}", "check dataset.path") from exc
+        with fh:
+            offset = 0
+            for index, raw in enumerate(fh):
+                if raw.strip():
+                    yield self._record(index, offset, raw)
+                offset += len(raw)
 
-    def _record(self, index: int, line: str) -> Record:
+    def _record(self, index: int, offset: int, raw: bytes) -> Record:
         where = f"{self.path}:{index + 1}"
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return Record(index, where, None, f"not UTF-8 text ({exc.reason} at byte {offset + exc.start} of the "
+                                              f"file, column {exc.start + 1} of the line)")
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             return Record(index, where, None, f"not valid JSON ({exc.msg} at column {exc.colno})")
+        except RecursionError:
+            return Record(index, where, None, "nested too deeply to read (at most 64 levels of lists and objects)")
         if not isinstance(row, dict):
             return Record(index, where, None,
                           f"a JSON {type(row).__name__} where an object with a \"prompt\" field was expected")

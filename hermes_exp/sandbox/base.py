@@ -8,6 +8,8 @@ from typing import Any, Protocol
 
 from hermes_exp.errors import ToolError
 
+READ_LIMIT = 16 << 20  # bytes read_file returns when the caller names no smaller limit
+SPOOL_LIMIT = 64 << 20  # bytes of one command's output kept on the host while it runs; past it, it is killed
 TRUNCATION_MARKER = "\n[... output truncated: {dropped} characters dropped ...]\n"
 
 
@@ -27,7 +29,10 @@ class Sandbox(Protocol):
     `workdir` is the task directory as commands inside the sandbox see it.
     exec() raises SandboxError when the sandbox itself is broken (not when the command fails).
     read_file()/write_file() take paths relative to `workdir` (or absolute inside it) and raise
-    ToolError for paths that escape it, missing files, or directories.
+    ToolError for paths that escape it, missing files, or directories. read_file() reads at most
+    `limit` bytes (the head of the file), never the whole of a file of any size.
+    resolve() returns a path relative to `workdir` for a command to use, raising ToolError if it
+    escapes — where commands run on the host (local), judged by where it resolves (symlinks).
     spawn() starts a background command (see sandbox/background.py) kept in `background` and killed by
     close(); it raises ToolError when too many run, SandboxError when the sandbox is broken.
     """
@@ -39,7 +44,9 @@ class Sandbox(Protocol):
 
     def exec(self, command: str, timeout: float) -> ExecResult: ...
 
-    def read_file(self, path: str) -> bytes: ...
+    def read_file(self, path: str, limit: int = READ_LIMIT) -> bytes: ...
+
+    def resolve(self, path: str) -> str: ...
 
     def write_file(self, path: str, data: bytes) -> None: ...
 
@@ -61,6 +68,8 @@ def confine(workdir: str, path: str) -> str:
     """Return `path` as a path relative to `workdir`, refusing any path that escapes it."""
     if not isinstance(path, str) or not path.strip():
         raise ToolError("path must be a non-empty string")
+    if "\x00" in path:
+        raise ToolError("path contains a NUL byte, which no file name can hold")
     joined = posixpath.normpath(posixpath.join(workdir, path))
     root = posixpath.normpath(workdir)
     if joined != root and not joined.startswith(root.rstrip("/") + "/"):

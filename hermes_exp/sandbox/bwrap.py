@@ -16,7 +16,7 @@ from typing import Any
 
 from hermes_exp.errors import SandboxError
 from hermes_exp.sandbox.background import BackgroundSet, HostBackground
-from hermes_exp.sandbox.base import ExecResult, confine
+from hermes_exp.sandbox.base import READ_LIMIT, ExecResult, confine
 from hermes_exp.sandbox.local import LocalSandbox
 from hermes_exp.sandbox.process import clean_env, kill_group, run_group
 from hermes_exp.sandbox.taskdirs import TaskDirs
@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 WORKDIR = "/task"
 SANDBOX_UID = 1000
 PIDS_CGROUP_ROOT = Path("/sys/fs/cgroup/pids")
+MEMORY_CGROUP_ROOT = Path("/sys/fs/cgroup/memory")
 INSTALL_HINT = "apt-get install -y bubblewrap, or choose sandbox=local (no isolation)"
 
 # Only what dynamically linked tools need to start and find their alternatives (awk -> mawk, ...);
@@ -33,7 +34,7 @@ INSTALL_HINT = "apt-get install -y bubblewrap, or choose sandbox=local (no isola
 ETC_ENTRIES = ("alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime",
                "passwd", "group", "nsswitch.conf")
 
-_warned_no_cgroup = False
+_warned: set[str] = set()
 _warn_lock = threading.Lock()
 
 
@@ -45,8 +46,8 @@ def find_bwrap() -> str:
     return path
 
 
-def bwrap_args(bwrap: str, task_dir: str, env: dict[str, str]) -> list[str]:
-    """The bwrap command line, up to (not including) the command to run."""
+def bwrap_args(bwrap: str, task_dir: str, env: dict[str, str], tmp_mb: int = 0) -> list[str]:
+    """The bwrap command line, up to (not including) the command to run; `tmp_mb` caps /tmp (0: no cap)."""
     args = [bwrap, "--ro-bind", "/usr", "/usr"]
     for name in ("bin", "lib", "lib32", "lib64", "libx32", "sbin"):
         top = Path("/") / name
@@ -57,7 +58,8 @@ def bwrap_args(bwrap: str, task_dir: str, env: dict[str, str]) -> list[str]:
     for entry in ETC_ENTRIES:
         if os.path.lexists(f"/etc/{entry}"):
             args += ["--ro-bind", f"/etc/{entry}", f"/etc/{entry}"]
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind", task_dir, WORKDIR,
+    args += ["--proc", "/proc", "--dev", "/dev", *(["--size", str(tmp_mb << 20)] if tmp_mb > 0 else []),
+             "--tmpfs", "/tmp", "--bind", task_dir, WORKDIR,
              # bwrap's root is a tmpfs: make it read-only too, or /etc/x would be writable.
              "--remount-ro", "/", "--chdir", WORKDIR, "--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID),
              "--gid", str(SANDBOX_UID), "--die-with-parent", "--new-session", "--clearenv"]
@@ -69,7 +71,7 @@ def bwrap_args(bwrap: str, task_dir: str, env: dict[str, str]) -> list[str]:
 def probe(bwrap: str, timeout: float = 10.0) -> str | None:
     """Run `true` under the full recipe once; None if it works, else what went wrong."""
     with tempfile.TemporaryDirectory(prefix="hx-bwrap-probe-") as tmp:
-        argv = bwrap_args(bwrap, tmp, clean_env(WORKDIR)) + ["/bin/true"]
+        argv = bwrap_args(bwrap, tmp, clean_env(WORKDIR), tmp_mb=1) + ["/bin/true"]
         try:
             proc = subprocess.run(argv, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
         except (OSError, subprocess.TimeoutExpired) as exc:
@@ -79,21 +81,41 @@ def probe(bwrap: str, timeout: float = 10.0) -> str | None:
     return None
 
 
+def _warn_once(what: str, root: Path, exc: OSError) -> None:
+    with _warn_lock:
+        if what not in _warned:
+            _warned.add(what)
+            log.warning("bwrap sandbox: no writable cgroup v1 %s hierarchy at %s (%s); %s", root.name, root, exc, what)
+
+
 def make_pids_cgroup(name: str, limit: int) -> Path | None:
     """A cgroup v1 `pids` group capping processes (RLIMIT_NPROC does not bind root), or None with a
     one-time warning when the hierarchy is missing or read-only."""
-    global _warned_no_cgroup
     group = PIDS_CGROUP_ROOT / "hermes-exp" / name
     try:
         group.mkdir(parents=True)
         (group / "pids.max").write_text(str(limit))
         return group
     except OSError as exc:
-        with _warn_lock:
-            if not _warned_no_cgroup:
-                _warned_no_cgroup = True
-                log.warning("bwrap sandbox: no writable cgroup v1 pids hierarchy at %s (%s); "
-                            "the process-count limit is not enforced", PIDS_CGROUP_ROOT, exc)
+        _warn_once("the process-count limit is not enforced", PIDS_CGROUP_ROOT, exc)
+        return None
+
+
+def make_memory_cgroup(name: str, memory_mb: int) -> Path | None:
+    """A cgroup v1 `memory` group capping the sandbox as a whole (RLIMIT_AS is per process, so six
+    processes could hold six times the limit; /tmp's tmpfs pages are charged here too), swap
+    included where the kernel accounts it; or None with a one-time warning."""
+    group = MEMORY_CGROUP_ROOT / "hermes-exp" / name
+    try:
+        group.mkdir(parents=True)
+        (group / "memory.limit_in_bytes").write_text(str(memory_mb << 20))
+        if (group / "memory.memsw.limit_in_bytes").exists():
+            (group / "memory.memsw.limit_in_bytes").write_text(str(memory_mb << 20))
+        return group
+    except OSError as exc:
+        if group.is_dir():
+            remove_cgroup(group)
+        _warn_once("memory is capped per process only (RLIMIT_AS)", MEMORY_CGROUP_ROOT, exc)
         return None
 
 
@@ -124,18 +146,21 @@ def remove_cgroup(group: Path) -> None:
 # full fork() of the runner (many threads, a large heap): that costs tens of ms of kernel time per
 # command under load, where a preexec-free spawn uses vfork.
 LAUNCHER = (
-    'procs=$1 mem=$2 cpu=$3; shift 3\n'
+    'procs=$1 mem=$2 cpu=$3 memgroup=$4; shift 4\n'
     'if [ -n "$procs" ]; then echo $$ > "$procs" 2>/dev/null || true; fi\n'
+    'if [ -n "$memgroup" ]; then echo $$ > "$memgroup" 2>/dev/null || true; fi\n'
     'if [ "$mem" -gt 0 ]; then ulimit -v "$mem"; fi\n'
     'if [ "$cpu" -gt 0 ]; then ulimit -t "$cpu"; fi\n'
     'exec "$@"\n'
 )
 
 
-def launcher(memory_mb: int, cpu_seconds: int, cgroup: Path | None) -> list[str]:
-    """The argv prefix that starts bwrap with the limits (the cgroup missing: no pids cap)."""
+def launcher(memory_mb: int, cpu_seconds: int, cgroup: Path | None, memory_group: Path | None = None) -> list[str]:
+    """The argv prefix that starts bwrap with the limits (a cgroup missing: no cap of that kind)."""
     procs = str(cgroup / "cgroup.procs") if cgroup else ""
-    return ["/bin/sh", "-c", LAUNCHER, "hx-limits", procs, str(max(memory_mb, 0) * 1024), str(max(cpu_seconds, 0))]
+    memory = str(memory_group / "cgroup.procs") if memory_group else ""
+    return ["/bin/sh", "-c", LAUNCHER, "hx-limits", procs, str(max(memory_mb, 0) * 1024), str(max(cpu_seconds, 0)),
+            memory]
 
 
 class BwrapSandbox:
@@ -145,12 +170,12 @@ class BwrapSandbox:
     workdir = WORKDIR
 
     def __init__(self, root: Path, *, argv: list[str], output_limit: int, env: dict[str, str],
-                 keep: bool, cgroup: Path | None) -> None:
+                 keep: bool, cgroup: Path | None, memory_group: Path | None = None) -> None:
         self.root = root
         self._argv = argv
         self._output_limit = output_limit
         self._env = clean_env(WORKDIR, env)
-        self._cgroup = cgroup
+        self._cgroup, self._memory_group = cgroup, memory_group  # pids, memory
         self._host = LocalSandbox(root, output_limit=output_limit, env=env, keep=keep)
         self._live: set[int] = set()  # bwrap pids of running commands, for close() from another thread
         self.background = BackgroundSet()
@@ -175,8 +200,11 @@ class BwrapSandbox:
         return self.background.add(HostBackground(self.background.next_id(), argv, command,
                                                   cwd=str(self.root), env=self._env, live=self._live))
 
-    def read_file(self, path: str) -> bytes:
-        return self._host.read_file(confine(WORKDIR, path))
+    def read_file(self, path: str, limit: int = READ_LIMIT) -> bytes:
+        return self._host.read_file(confine(WORKDIR, path), limit)
+
+    def resolve(self, path: str) -> str:
+        return confine(WORKDIR, path)  # symlinks resolve inside the sandbox's own mount namespace
 
     def write_file(self, path: str, data: bytes) -> None:
         self._host.write_file(confine(WORKDIR, path), data)
@@ -194,8 +222,9 @@ class BwrapSandbox:
         self.background.kill_all()
         for pid in list(self._live):
             kill_group(pid)
-        if self._cgroup:
-            remove_cgroup(self._cgroup)
+        for group in (self._cgroup, self._memory_group):
+            if group:
+                remove_cgroup(group)
         self._host.close()
 
 
@@ -219,8 +248,9 @@ class BwrapSandboxFactory:
         """Fail once, up front, if bubblewrap is missing or cannot create its namespaces here; remove
         what a killed earlier invocation of this run left (called before any task starts)."""
         self._checked_bwrap()
-        for group in self._dirs.leftovers(PIDS_CGROUP_ROOT / "hermes-exp"):
-            remove_cgroup(group)
+        for root in (PIDS_CGROUP_ROOT, MEMORY_CGROUP_ROOT):
+            for group in self._dirs.leftovers(root / "hermes-exp"):
+                remove_cgroup(group)
         self._dirs.reap()
 
     def _checked_bwrap(self) -> str:
@@ -240,10 +270,11 @@ class BwrapSandboxFactory:
         root = self._dirs.make(task_key)
         # No chown needed: bwrap maps uid 1000 inside to the caller's uid, which owns `root`.
         cgroup = make_pids_cgroup(root.name, self._pids_limit) if self._pids_limit > 0 else None
-        argv = launcher(self._memory_mb, self._cpu_seconds, cgroup) + bwrap_args(
-            bwrap, str(root), clean_env(WORKDIR, self._env))
+        memory = make_memory_cgroup(root.name, self._memory_mb) if self._memory_mb > 0 else None
+        argv = launcher(self._memory_mb, self._cpu_seconds, cgroup, memory) + bwrap_args(
+            bwrap, str(root), clean_env(WORKDIR, self._env), tmp_mb=max(self._memory_mb // 2, 1) if self._memory_mb > 0 else 0)
         box = BwrapSandbox(root, argv=argv, output_limit=self._output_limit, env=self._env,
-                           keep=self._dirs.keep, cgroup=cgroup)
+                           keep=self._dirs.keep, cgroup=cgroup, memory_group=memory)
         self._dirs.track(box)
         return box
 

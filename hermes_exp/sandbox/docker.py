@@ -18,7 +18,7 @@ from typing import Any
 
 from hermes_exp.errors import SandboxError, ToolError
 from hermes_exp.sandbox.background import BackgroundSet
-from hermes_exp.sandbox.base import ExecResult, confine
+from hermes_exp.sandbox.base import READ_LIMIT, SPOOL_LIMIT, ExecResult, confine
 from hermes_exp.sandbox.images import ImageBuilder
 from hermes_exp.sandbox.process import clean_env, read_bounded
 from hermes_exp.sandbox.startrate import StartRate
@@ -75,10 +75,11 @@ class DockerSandbox:
                 exec_id = self._api.exec_create(self.container_id, ["sh", "-c", command],
                                                 workdir=self.workdir, environment=self._env)["Id"]
                 stream = self._api.exec_start(exec_id, stream=True)
-                reader = threading.Thread(target=lambda: [out.write(c) for c in stream], daemon=True)
+                flooded = threading.Event()
+                reader = threading.Thread(target=_spool, args=(stream, out, flooded), daemon=True)
                 reader.start()
                 timed_out = self._wait(exec_id, reader, time.monotonic() + timeout)
-                if reader.is_alive():
+                if reader.is_alive() or flooded.is_set():
                     self._kill_processes(reader)
                 code = 124 if timed_out else self._exit_code(exec_id)
             except _engine_errors() as exc:
@@ -86,6 +87,9 @@ class DockerSandbox:
             text, truncated = read_bounded(out, self._output_limit)
         if timed_out:
             text += f"\n[command timed out after {timeout:g}s; its processes were killed]"
+        elif flooded.is_set():
+            text += f"\n[command killed: it printed more than {SPOOL_LIMIT >> 20} MB of output]"
+            truncated = True
         return ExecResult(code, text, timed_out=timed_out, truncated=truncated)
 
     def spawn(self, command: str) -> Any:
@@ -144,7 +148,10 @@ class DockerSandbox:
         stat["_stream"] = stream
         return stat
 
-    def read_file(self, path: str) -> bytes:
+    def resolve(self, path: str) -> str:
+        return confine(self.workdir, path)  # symlinks resolve inside the container
+
+    def read_file(self, path: str, limit: int = READ_LIMIT) -> bytes:
         full = posixpath.join(self.workdir, confine(self.workdir, path))
         stat = self._stat(full)
         if stat and stat["mode"] & MODE_SYMLINK and stat.get("linkTarget"):
@@ -154,12 +161,12 @@ class DockerSandbox:
             raise ToolError(f"no such file: {path}")
         if stat["mode"] & MODE_DIR:
             raise ToolError(f"{path} is a directory")
-        with tarfile.open(fileobj=io.BytesIO(b"".join(stat["_stream"]))) as tar:
+        with tarfile.open(fileobj=_ChunkReader(stat["_stream"]), mode="r|") as tar:  # streamed: no whole file
             member = tar.next()
             handle = tar.extractfile(member) if member else None
             if handle is None:
                 raise ToolError(f"{path} is not a regular file")
-            return handle.read()
+            return handle.read(max(limit, 0))
 
     def write_file(self, path: str, data: bytes) -> None:
         rel = confine(self.workdir, path)
@@ -416,6 +423,34 @@ def _pull(api: Any, repo: str, tag: str) -> BaseException | None:
         return None
     except Exception as exc:  # reported to the task that needs the image
         return exc
+
+
+def _spool(stream: Any, out: Any, flooded: threading.Event) -> None:
+    """Copy the exec's output to the spool file, up to SPOOL_LIMIT bytes (then stop, and say so)."""
+    for chunk in stream:
+        if out.tell() > SPOOL_LIMIT:
+            flooded.set()
+            return
+        out.write(chunk)
+
+
+class _ChunkReader(io.RawIOBase):
+    """A readable file over the engine's archive stream (an iterator of byte chunks)."""
+
+    def __init__(self, chunks: Any) -> None:
+        self._chunks, self._buffer = iter(chunks), b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, out: Any) -> int:
+        while not self._buffer:
+            self._buffer = next(self._chunks, b"")
+            if not self._buffer:
+                return 0
+        n = min(len(out), len(self._buffer))
+        out[:n], self._buffer = self._buffer[:n], self._buffer[n:]
+        return n
 
 
 def _quietly_remove(api: Any, cid: str) -> bool:

@@ -11,22 +11,41 @@ from typing import Any
 
 from hermes_exp.errors import SandboxError, ToolError
 from hermes_exp.sandbox.background import BackgroundSet, HostBackground
-from hermes_exp.sandbox.base import ExecResult, confine
+from hermes_exp.sandbox.base import READ_LIMIT, ExecResult, confine
 from hermes_exp.sandbox.process import clean_env, kill_group, run_group
+from hermes_exp.sandbox.reaper import GROUP, ProcRegistry
 from hermes_exp.sandbox.taskdirs import TaskDirs
+
+
+class _Recorded(set):
+    """The process groups of running commands, also recorded on disk: commands run in their own
+    sessions, so a runner killed mid-command would otherwise leave them running."""
+
+    def __init__(self, registry: ProcRegistry) -> None:
+        super().__init__()
+        self._registry = registry
+
+    def add(self, pid: int) -> None:
+        super().add(pid)
+        self._registry.add(pid)
+
+    def discard(self, pid: int) -> None:
+        super().discard(pid)
+        self._registry.discard(pid)
 
 
 class LocalSandbox:
     """Commands run as host processes in the task directory. Isolation is by directory and
     environment only: see the contract suite's known failures for what this cannot prevent."""
 
-    def __init__(self, root: Path, *, output_limit: int, env: dict[str, str], keep: bool) -> None:
+    def __init__(self, root: Path, *, output_limit: int, env: dict[str, str], keep: bool,
+                 registry: ProcRegistry | None = None) -> None:
         self.root = root
         self.workdir = str(root)
         self._output_limit = output_limit
         self._env = clean_env(self.workdir, env)
         self._keep = keep
-        self._live: set[int] = set()
+        self._live: set[int] = _Recorded(registry) if registry else set()
         self.background = BackgroundSet()
         self.closed = False
 
@@ -52,11 +71,18 @@ class LocalSandbox:
             raise ToolError(f"path {path!r} resolves outside the working directory")
         return target
 
-    def read_file(self, path: str) -> bytes:
+    def resolve(self, path: str) -> str:
+        """`path` relative to the task directory, judged by where it resolves: commands run on the
+        host, so a symlink the agent made (`ln -s / root`) must not lead them out."""
+        target = self.host_path(path)
+        return str(target.relative_to(self.root.resolve())) if target != self.root.resolve() else "."
+
+    def read_file(self, path: str, limit: int = READ_LIMIT) -> bytes:
         target = self.host_path(path)
         if not target.is_file():
             raise ToolError(f"no such file: {path}")
-        return target.read_bytes()
+        with target.open("rb") as fh:
+            return fh.read(max(limit, 0))
 
     def write_file(self, path: str, data: bytes) -> None:
         target = self.host_path(path)
@@ -103,16 +129,21 @@ class LocalSandboxFactory:
         self._dirs = TaskDirs(root, run_id, bool(keep))
         self._output_limit = int(output_limit)
         self._env = dict(env or {})
+        self._procs = ProcRegistry(self._dirs.run_id)
 
     def preflight(self, rows_images: set[str] | None = None) -> None:
-        """Remove this run's leftovers (a SIGKILLed runner cannot clean up after itself)."""
+        """Kill and remove this run's leftovers (a SIGKILLed runner cannot clean up after itself)."""
+        self._procs.reap()
         self._dirs.reap()
 
     def open(self, task_key: str, row: dict[str, Any]) -> LocalSandbox:
         box = LocalSandbox(self._dirs.make(task_key), output_limit=self._output_limit, env=self._env,
-                           keep=self._dirs.keep)
+                           keep=self._dirs.keep, registry=self._procs)
         self._dirs.track(box)
         return box
 
     def shutdown(self) -> None:
+        """Close what is open here, then kill commands that other processes of the run (a processes
+        executor's workers, killed on Ctrl-C) left running, and remove their directories."""
         self._dirs.close_all()
+        self._procs.reap(kinds=(GROUP,))

@@ -6,9 +6,10 @@ import os
 import signal
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 
-from hermes_exp.sandbox.base import TRUNCATION_MARKER, ExecResult, truncate
+from hermes_exp.sandbox.base import SPOOL_LIMIT, TRUNCATION_MARKER, ExecResult, truncate
 
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -29,31 +30,51 @@ def run_group(
     output_limit: int,
     preexec: Callable[[], None] | None = None,
     live: set[int] | None = None,
+    spool_limit: int = SPOOL_LIMIT,
 ) -> ExecResult:
     """Run `argv` in its own session; on timeout kill the whole group. Output goes through a temp
-    file, so a command that prints gigabytes costs disk, not memory, and never deadlocks a pipe."""
+    file, so a flood of output costs no memory and never deadlocks a pipe; past `spool_limit` bytes
+    the command is killed, so it costs no more than that on disk either."""
     with tempfile.TemporaryFile() as out:
         proc = subprocess.Popen(
             list(argv), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             start_new_session=True, preexec_fn=preexec, close_fds=True,
         )
-        timed_out = False
+        stop = None
         if live is not None:
             live.add(proc.pid)  # so closing the sandbox from another thread can kill the group
         try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+            stop = _wait(proc, out.fileno(), timeout, spool_limit)
         finally:
             kill_group(proc.pid)
             proc.wait()
             if live is not None:
                 live.discard(proc.pid)
         text, truncated = read_bounded(out, output_limit)
+    timed_out = stop == "timeout"
     code = proc.returncode if not timed_out else 124
     if timed_out:
         text += f"\n[command timed out after {timeout:g}s; its process group was killed]"
+    elif stop == "spool":
+        text += f"\n[command killed: it printed more than {spool_limit >> 20} MB of output]"
+        truncated = True
     return ExecResult(exit_code=code, output=text, timed_out=timed_out, truncated=truncated)
+
+
+def _wait(proc: subprocess.Popen, spool: int, timeout: float, spool_limit: int) -> str | None:
+    """Wait for the command to end: None, or why it must be stopped ("timeout", "spool": its output
+    passed `spool_limit` bytes). Polls like Popen.wait(timeout) does, watching the spool's size too."""
+    deadline = time.monotonic() + timeout
+    delay = 0.0005
+    while proc.poll() is None:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return "timeout"
+        if os.fstat(spool).st_size > spool_limit:
+            return "spool"
+        time.sleep(min(delay, remaining))
+        delay = min(delay * 2, 0.05)
+    return None
 
 
 def kill_group(pid: int) -> None:

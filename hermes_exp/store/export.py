@@ -6,12 +6,14 @@ the old file or the new one, never a torn line. An unchanged file is not touched
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from itertools import groupby
 from pathlib import Path
 from typing import Any
 
+from hermes_exp.errors import LedgerError
 from hermes_exp.store.atomic import atomic_writer
 from hermes_exp.store.formats import write_formats
 from hermes_exp.store.ledger import Ledger
@@ -47,9 +49,39 @@ def export(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> dict[str,
     stats_file = run_dir / "statistics.json"
     if ledger.meta("export_stamp") == stamp and stats_file.is_file() and (run_dir / "trajectories.jsonl").is_file():
         return json.loads(stats_file.read_text(encoding="utf-8"))
+    _refuse_shrink(ledger, run_dir, settings)
     statistics = _export(ledger, run_dir, settings)
     ledger.set_meta({"export_stamp": stamp})
     return statistics
+
+
+def _count_lines(path: Path) -> int:
+    if not path.is_file():
+        return 0
+    with path.open("rb") as fh:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
+
+
+def _refuse_shrink(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> None:
+    """An export never silently drops trajectories an earlier export wrote: a run whose ledger now keeps
+    fewer tasks than trajectories.jsonl holds leaves every output as it is, unless the user asks
+    (outputs.allow_shrink=true, or action=export, which re-applies filters on purpose)."""
+    path = run_dir / "trajectories.jsonl"
+    before = _count_lines(path)
+    if not before:
+        return
+    now = ledger.db.execute("SELECT COUNT(*) FROM tasks WHERE state = 'done'").fetchone()[0]
+    if now >= before:
+        return
+    if (settings.get("outputs") or {}).get("allow_shrink") or settings.get("action") == "export":
+        print(f"{path.name}: {before} -> {now} trajectories", file=sys.stderr)
+        return
+    raise LedgerError(
+        f"{path} holds {before} trajectories but the ledger now keeps only {now} (tasks re-run with another "
+        "outcome, or a ledger that did not write that file): every output was left as it was, and the "
+        "ledger keeps this invocation's results",
+        f"to write the smaller outputs: hermes-exp action=export outputs.allow_shrink=true "
+        f"run_name={settings.get('run_name')} (same config); or move {path.name} away first")
 
 
 def _export(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from hermes_exp.store.lean import sqlite_utils
 
 from hermes_exp.errors import LedgerError
 from hermes_exp.store import migrations
+from hermes_exp.store.health import damaged, is_disk_full, storage_error
 from hermes_exp.store.views import create_views
 
 FINAL_STATES = ("done", "filtered")
@@ -29,12 +30,19 @@ class Ledger:
         # every write holds the lock, so the parent stays the single, serialized writer.
         self.db = sqlite_utils.Database(sqlite3.connect(path, check_same_thread=False))
         self.lock = threading.RLock()
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.execute("PRAGMA busy_timeout=5000")
-        migrations.apply(self.db)
-        with self.lock, self.db.conn:
-            create_views(self.db)  # recreated on open, so they always match the current schema
+        try:
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.execute("PRAGMA busy_timeout=5000")
+            migrations.apply(self.db)
+            with self.lock, self.db.conn:
+                create_views(self.db)  # recreated on open, so they always match the current schema
+            self.db.execute("SELECT COUNT(*) FROM tasks").fetchone()
+        except sqlite3.DatabaseError as exc:
+            self.db.close()
+            if isinstance(exc, sqlite3.OperationalError) and not is_disk_full(exc):
+                raise
+            raise (storage_error(exc, path.parent) if is_disk_full(exc) else damaged(path, exc)) from exc
         self._batch: tuple[int, int] | None = None
         self.invocation: int | None = None  # this process's invocation, once started
 

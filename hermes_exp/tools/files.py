@@ -6,7 +6,7 @@ import shlex
 from typing import Any
 
 from hermes_exp.errors import ToolError
-from hermes_exp.sandbox.base import Sandbox, confine, truncate
+from hermes_exp.sandbox.base import Sandbox, truncate
 from hermes_exp.tools.base import ToolContext, function_schema as _schema, text_arg as _text_arg
 
 _S = {"type": "string"}
@@ -24,16 +24,35 @@ SEARCH_FILES = _schema("search_files", "Search file contents under a directory f
                        ["pattern"])
 
 
+READ_CAP = 1 << 20  # bytes of a file read_file looks at: a runner with 64 sessions must not hold GBs
+PATCH_CAP = 8 << 20  # patch rewrites the whole file, so it must read all of it
+PATTERN_CAP = 10_000  # characters of a search pattern (it goes on a command line)
+
+
+def _int_arg(args: dict[str, Any], name: str, default: int) -> int:
+    value = args.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or abs(value) > 1e12:
+        raise ToolError(f"'{name}' must be a whole number of lines")
+    return int(value)
+
+
 def read_file(sandbox: Sandbox, args: dict[str, Any], limits: dict[str, Any]) -> dict[str, Any]:
     path = _text_arg(args, "path")
-    text = sandbox.read_file(path).decode("utf-8", "replace")
-    lines = text.splitlines()
-    offset = max(int(args.get("offset") or 1), 1)
-    limit = int(args.get("limit") or len(lines) or 1)
+    data = sandbox.read_file(path, READ_CAP + 1)
+    capped = len(data) > READ_CAP
+    lines = data[:READ_CAP].decode("utf-8", "replace").splitlines()
+    offset = max(_int_arg(args, "offset", 1), 1)
+    limit = _int_arg(args, "limit", len(lines) or 1)
     chosen = lines[offset - 1 : offset - 1 + limit]
     numbered = "\n".join(f"{offset + i:6d}|{line}" for i, line in enumerate(chosen))
     content, truncated = truncate(numbered, int(limits.get("max_output_chars", 20000)))
-    return {"content": content, "total_lines": len(lines), "truncated": truncated, "error": None}
+    result = {"content": content, "total_lines": len(lines), "truncated": truncated or capped, "error": None}
+    if capped:
+        result["note"] = (f"the file is larger than {READ_CAP} bytes: only its first {READ_CAP} bytes were read "
+                          "(total_lines counts those); read further with the terminal, e.g. sed -n '100000,100100p'")
+    return result
 
 
 def write_file(sandbox: Sandbox, args: dict[str, Any], limits: dict[str, Any]) -> dict[str, Any]:
@@ -47,7 +66,13 @@ def patch(sandbox: Sandbox, args: dict[str, Any], limits: dict[str, Any]) -> dic
     path = _text_arg(args, "path")
     old = _text_arg(args, "old_string")
     new = _text_arg(args, "new_string", allow_empty=True)
-    text = sandbox.read_file(path).decode("utf-8")
+    data = sandbox.read_file(path, PATCH_CAP + 1)
+    if len(data) > PATCH_CAP:
+        raise ToolError(f"{path} is larger than {PATCH_CAP} bytes, too large to patch; edit it with the terminal")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ToolError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}); patch edits text files") from exc
     found = text.count(old)
     if found == 0:
         raise ToolError(f"old_string not found in {path}")
@@ -59,7 +84,9 @@ def patch(sandbox: Sandbox, args: dict[str, Any], limits: dict[str, Any]) -> dic
 
 def search_files(sandbox: Sandbox, args: dict[str, Any], limits: dict[str, Any]) -> dict[str, Any]:
     pattern = _text_arg(args, "pattern")
-    where = confine(sandbox.workdir, args.get("path") or ".")
+    if "\x00" in pattern or len(pattern) > PATTERN_CAP:
+        raise ToolError(f"'pattern' must be a regular expression of at most {PATTERN_CAP} characters, without NUL")
+    where = sandbox.resolve(args.get("path") or ".")
     command = f"grep -rnIE -e {shlex.quote(pattern)} -- {shlex.quote(where)} | head -n 200"
     result = sandbox.exec(command, timeout=float(limits.get("terminal_timeout", 60)))
     matches = [line for line in result.output.splitlines() if line]

@@ -10,6 +10,9 @@ from hermes_exp.tools.base import ToolContext
 from hermes_exp.tools.process import start
 from hermes_exp.tools.timeouts import clamp_timeout
 
+# One argument of a new process may hold at most 128 KiB on Linux (MAX_ARG_STRLEN): stay below it.
+MAX_COMMAND_BYTES = 100_000
+
 TERMINAL = {
     "name": "terminal",
     "description": (
@@ -33,6 +36,12 @@ def terminal(sandbox: Sandbox, args: dict[str, Any], limits: dict[str, Any]) -> 
     command = args.get("command")
     if not isinstance(command, str) or not command.strip():
         raise ToolError("'command' must be a non-empty string")
+    if "\x00" in command:
+        raise ToolError("'command' contains a NUL byte, which no shell command can hold; remove it")
+    size = len(command.encode("utf-8", "surrogatepass"))
+    if size > MAX_COMMAND_BYTES:
+        raise ToolError(f"'command' is {size} bytes, more than the {MAX_COMMAND_BYTES} a command may have; "
+                        "put long content in a file with write_file and run that instead")
     if args.get("background") is True:
         return start(sandbox, command)
     timeout = clamp_timeout(args.get("timeout"), float(limits.get("terminal_timeout", 60)))

@@ -1,0 +1,172 @@
+"""Processes of a run that must not outlive it: tool commands in their own sessions (sandbox=local) and
+executor worker processes. Each is recorded in a per-run directory while it lives, so whatever a killed
+runner left is killed by the run's watchdog (a small process that outlives a SIGKILLed runner) or by the
+next invocation of the same run. A record holds the process's start time: a recycled pid is never hit."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+GROUP, PROCESS = "group", "pid"
+
+
+def registry_dir(run_id: str) -> Path:
+    return Path(tempfile.gettempdir()) / "hermes-exp-procs" / run_id
+
+
+def _stat(pid: int | str) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state, ppid, pgrp, session, ...)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat), or None."""
+    fields = _stat(pid)
+    return fields[19] if fields else None
+
+
+def _session_members(sid: int, since: int) -> list[int]:
+    """Processes of session `sid` started no earlier than its (now gone) leader."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        fields = _stat(entry.name) if entry.name.isdigit() else None
+        if fields and fields[3] == str(sid) and int(fields[19]) >= since:
+            members.append(int(entry.name))
+    return members
+
+
+def _kill(kind: str, pid: int, recorded: str) -> bool:
+    """Kill a recorded process, or a recorded group (whose leader may be gone while members live)."""
+    now = start_time(pid)
+    if now == recorded:
+        targets = [(os.killpg if kind == GROUP else os.kill, pid)]
+    elif now is None and kind == GROUP and recorded.isdigit():  # never when the pid was recycled
+        targets = [(os.kill, member) for member in _session_members(pid, int(recorded))]
+    else:
+        return False
+    for kill, target in targets:
+        try:
+            kill(target, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return bool(targets)
+
+
+class ProcRegistry:
+    """Records in `registry_dir(run_id)`: one empty-named file `<kind>-<pid>` holding the start time."""
+
+    def __init__(self, run_id: str) -> None:
+        self.dir = registry_dir(run_id)
+        self._made = False
+
+    def add(self, pid: int, kind: str = GROUP) -> None:
+        started = start_time(pid)
+        if started is None:
+            return  # already gone
+        if not self._made:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self._made = True
+        (self.dir / f"{kind}-{pid}").write_text(started)
+
+    def discard(self, pid: int, kind: str = GROUP) -> None:
+        try:
+            (self.dir / f"{kind}-{pid}").unlink()
+        except FileNotFoundError:
+            pass
+
+    def reap(self, kinds: tuple[str, ...] = (GROUP, PROCESS)) -> int:
+        """Kill every recorded process (group) of these kinds that still runs; return how many."""
+        return reap(self.dir, kinds)
+
+
+def reap(where: Path, kinds: tuple[str, ...] = (GROUP, PROCESS)) -> int:
+    """Kill what the records in `where` name (if still the same process) and drop the records."""
+    killed = 0
+    try:
+        entries = list(where.iterdir())
+    except OSError:
+        return 0
+    for entry in entries:
+        kind, _, pid_text = entry.name.partition("-")
+        if kind not in kinds or not pid_text.isdigit() or int(pid_text) == os.getpid():
+            continue
+        pid = int(pid_text)
+        try:
+            recorded = entry.read_text().strip()
+        except OSError:
+            continue
+        if recorded and _kill(kind, pid, recorded):
+            killed += 1
+        entry.unlink(missing_ok=True)
+    return killed
+
+
+def die_with_parent(parent: int, on_death: Callable[[], object]) -> None:
+    """Make this executor worker end when the runner `parent` dies (SIGKILL leaves workers orphaned):
+    a thread watches the parent pid, runs `on_death` (kill the run's recorded commands), and exits.
+    A watch rather than PR_SET_PDEATHSIG: that signal follows the parent *thread* that started the
+    worker, which is not the runner's lifetime."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        try:
+            on_death()
+        finally:
+            os._exit(1)
+
+    threading.Thread(target=watch, name="hx-parent-watch", daemon=True).start()
+
+
+class Watchdog:
+    """Kills what an earlier invocation of the run left, then starts a process in its own session that
+    waits for this runner to end (its stdin closes, however the runner died) and kills every process
+    the run recorded. On a normal end the runner first drops its workers' records: an idle executor
+    worker may serve the next job of a sweep."""
+
+    def __init__(self, run_id: str) -> None:
+        self.dir = registry_dir(run_id)
+        self._proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> "Watchdog":
+        reap(self.dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._proc = subprocess.Popen([sys.executable, "-m", "hermes_exp.sandbox.reaper", str(self.dir)],
+                                      stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True,
+                                      close_fds=True)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for record in self.dir.glob(f"{PROCESS}-*"):
+            record.unlink(missing_ok=True)
+        if self._proc is not None:
+            self._proc.stdin.close()
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+
+
+def _watch(where: Path) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C to the runner's terminal is not for us
+    sys.stdin.buffer.read()  # returns when every writer is gone: the runner ended, or was killed
+    reap(where)
+    try:
+        where.rmdir()
+    except OSError:
+        pass
+
+
+if __name__ == "__main__":
+    _watch(Path(sys.argv[1]))

@@ -1,0 +1,94 @@
+"""Hostile tool calls on every backend: arguments no process can take (NUL, 1 MB), a sparse 1 GB file,
+a symlink out of the task directory, and a command flooding its output into a real small tmpfs."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+import pytest
+
+from hermes_exp.sandbox.base import SPOOL_LIMIT
+from hermes_exp.tools import files
+from hermes_exp.tools.registry import call_tool
+
+ALL_TOOLS = ["terminal", "read_file", "write_file", "patch", "search_files"]
+
+
+def _call(sandbox, name: str, **args) -> dict:
+    content, valid = call_tool(sandbox, name, json.dumps(args), ALL_TOOLS, {"terminal_timeout": 20})
+    assert valid
+    return json.loads(content)
+
+
+def test_nul_bytes_and_huge_arguments_are_tool_errors(sandbox) -> None:
+    assert "NUL byte" in _call(sandbox, "terminal", command="echo a\x00b")["error"]
+    assert "more than the 100000" in _call(sandbox, "terminal", command="echo " + "x" * 1_000_000)["error"]
+    assert "without NUL" in _call(sandbox, "search_files", pattern="a\x00b")["error"]
+    assert "at most 10000" in _call(sandbox, "search_files", pattern="x" * 1_000_000)["error"]
+    for tool, extra in (("read_file", {}), ("write_file", {"content": "x"}),
+                        ("patch", {"old_string": "a", "new_string": "b"})):
+        assert "NUL byte" in _call(sandbox, tool, path="a\x00b", **extra)["error"]
+    assert _call(sandbox, "write_file", path="big.txt", content="y" * 1_000_000)["bytes_written"] == 1_000_000
+
+
+def test_read_file_of_a_sparse_1gb_file_reads_only_its_head(sandbox) -> None:
+    made = sandbox.exec("truncate -s 1G sparse && printf 'head\\n' | dd of=sparse conv=notrunc 2>/dev/null; "
+                        "ls -l sparse", timeout=20)
+    assert "1073741824" in made.output, made.output
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    result = _call(sandbox, "read_file", path="sparse", limit=1)
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before) / 1024
+    assert result["truncated"] and "only its first" in result["note"]
+    assert result["content"] == "     1|head"
+    assert grown_mb < 256, f"reading a 1 GB file grew the runner by {grown_mb:.0f} MB"
+    assert "too large to patch" in _call(sandbox, "patch", path="sparse", old_string="head", new_string="x")["error"]
+
+
+def test_search_files_on_local_judges_where_a_path_resolves(backend, sandbox) -> None:
+    if backend.name != "local":
+        pytest.skip("on bwrap and docker a symlink resolves inside the sandbox's own filesystem")
+    sandbox.exec("ln -s / root && mkdir -p sub && ln -s /etc sub/etc", timeout=10)
+    assert "resolves outside" in _call(sandbox, "search_files", pattern="root:", path="root")["error"]
+    assert "resolves outside" in _call(sandbox, "search_files", pattern="root:", path="sub/etc")["error"]
+    found = _call(sandbox, "search_files", pattern="root:.*:0:0")  # grep -r never follows links it meets
+    assert found["count"] == 0, found
+
+
+@pytest.fixture
+def small_tmp(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """A real 400 MB tmpfs as the runner's temp dir (where command output is spooled)."""
+    mount = tmp_path / "tmpfs"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=400m", "tmpfs", str(mount)]).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    monkeypatch.setattr(tempfile, "tempdir", str(mount))
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)])
+
+
+def test_a_flood_of_output_is_capped_on_the_host(sandbox, small_tmp: Path) -> None:
+    peak = [0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.005):
+            st = os.statvfs(small_tmp)
+            peak[0] = max(peak[0], (st.f_blocks - st.f_bfree) * st.f_frsize)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        result = sandbox.exec("yes", timeout=60)
+    finally:
+        done.set()
+        sampler.join()
+    assert not result.timed_out and result.truncated
+    assert f"printed more than {SPOOL_LIMIT >> 20} MB of output" in result.output
+    assert peak[0] < 3 * SPOOL_LIMIT, f"the spool reached {peak[0] >> 20} MB"
+    assert result.output.startswith("y\ny\n")
