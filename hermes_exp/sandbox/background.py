@@ -11,7 +11,7 @@ import time
 from typing import IO, Protocol
 
 from hermes_exp.errors import ToolError
-from hermes_exp.sandbox.base import TRUNCATION_MARKER, truncate
+from hermes_exp.sandbox.base import SPOOL_LIMIT, TRUNCATION_MARKER, truncate
 from hermes_exp.sandbox.process import kill_group
 
 MAX_PER_SANDBOX = 16  # a model that starts a server per turn must not fork-bomb the host
@@ -45,10 +45,14 @@ class OutputLog:
         self._lock = threading.Lock()
 
     def append(self, data: bytes) -> None:
-        """For backends whose output arrives through a stream (docker); host processes write directly."""
-        if not self.file.closed:
+        """For backends whose output arrives through a stream (docker); host processes write directly.
+        Past SPOOL_LIMIT bytes the rest is dropped (the tool's poll says so)."""
+        if not self.file.closed and not self.full():
             self.file.write(data)
             self.file.flush()
+
+    def full(self) -> bool:
+        return self._size() > SPOOL_LIMIT
 
     def _size(self) -> int:
         return os.fstat(self.file.fileno()).st_size if not self.file.closed else 0
@@ -105,6 +109,7 @@ class HostBackground:
                                       stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
         os.set_blocking(self._proc.stdin.fileno(), False)  # a command that never reads must not hang us
         live.add(self._proc.pid)
+        _FLOOD.watch(self)
 
     def exit_code(self) -> int | None:
         return self._proc.poll()
@@ -132,12 +137,58 @@ class HostBackground:
 
     def kill(self) -> None:
         kill_group(self._proc.pid)
+        _FLOOD.forget(self)
         self.close_stdin()
         try:
             self._proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
         self._live.discard(self._proc.pid)
+
+
+class _FloodGuard:
+    """One thread per process, running while host background commands do: a command whose output log
+    passes SPOOL_LIMIT bytes is killed (one `yes` must not fill the host's disk), with a note in its log."""
+
+    def __init__(self) -> None:
+        self._watched: set[HostBackground] = set()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, proc: HostBackground) -> None:
+        with self._lock:
+            self._watched.add(proc)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="hx-bg-flood", daemon=True)
+                self._thread.start()
+
+    def forget(self, proc: HostBackground) -> None:
+        with self._lock:
+            self._watched.discard(proc)
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                procs = list(self._watched)
+                if not procs:
+                    self._thread = None
+                    return
+            for proc in procs:
+                if proc.exit_code() is not None:
+                    self.forget(proc)
+                elif proc.log.full():
+                    kill_group(proc._proc.pid)
+                    self.forget(proc)
+                    try:
+                        proc._proc.wait()
+                        note = f"\n[killed: it printed more than {SPOOL_LIMIT >> 20} MB of output]\n"
+                        os.write(proc.log.file.fileno(), note.encode())  # at the end: the offset is shared
+                    except (OSError, ValueError):  # its sandbox closed meanwhile
+                        pass
+            time.sleep(0.05)
+
+
+_FLOOD = _FloodGuard()
 
 
 class BackgroundSet:

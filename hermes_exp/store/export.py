@@ -73,7 +73,7 @@ def _refuse_shrink(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> N
     now = ledger.db.execute("SELECT COUNT(*) FROM tasks WHERE state = 'done'").fetchone()[0]
     if now >= before:
         return
-    if (settings.get("outputs") or {}).get("allow_shrink") or settings.get("action") == "export":
+    if (settings.get("outputs") or {}).get("allow_shrink") or settings.get("action") in ("export", "compress"):
         print(f"{path.name}: {before} -> {now} trajectories", file=sys.stderr)
         return
     raise LedgerError(

@@ -9,6 +9,7 @@ import resource
 import subprocess
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,20 @@ def test_a_flood_of_output_is_capped_on_the_host(sandbox, small_tmp: Path) -> No
     assert f"printed more than {SPOOL_LIMIT >> 20} MB of output" in result.output
     assert peak[0] < 3 * SPOOL_LIMIT, f"the spool reached {peak[0] >> 20} MB"
     assert result.output.startswith("y\ny\n")
+
+
+def test_a_flood_from_a_background_command_is_capped_too(backend, sandbox, small_tmp: Path) -> None:
+    if backend.name == "docker":
+        pytest.skip("a container's background output is dropped past the cap, not spooled: nothing to kill")
+    from hermes_exp.tools.terminal import terminal
+
+    started = terminal(sandbox, {"command": "yes", "background": True}, {"terminal_timeout": 20})
+    proc = sandbox.background.get(started["session_id"])
+    deadline = time.monotonic() + 60
+    while proc.exit_code() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert proc.exit_code() is not None, "a background `yes` was never stopped"
+    size = os.fstat(proc.log.file.fileno()).st_size
+    assert size < 3 * SPOOL_LIMIT, f"the background log reached {size >> 20} MB"
+    lines, _ = proc.log.tail_lines(None, 2, 200)
+    assert f"printed more than {SPOOL_LIMIT >> 20} MB" in lines[-1]
