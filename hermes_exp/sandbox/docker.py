@@ -78,7 +78,7 @@ class DockerSandbox:
                 flooded = threading.Event()
                 reader = threading.Thread(target=_spool, args=(stream, out, flooded), daemon=True)
                 reader.start()
-                timed_out = self._wait(exec_id, reader, time.monotonic() + timeout)
+                timed_out = self._wait(exec_id, reader, time.monotonic() + timeout, flooded)
                 if reader.is_alive() or flooded.is_set():
                     self._kill_processes(reader)
                 code = 124 if timed_out else self._exit_code(exec_id)
@@ -106,10 +106,11 @@ class DockerSandbox:
         except _engine_errors() as exc:
             raise SandboxError(f"docker exec failed in container {self.container_id[:12]}: {exc}") from exc
 
-    def _wait(self, exec_id: str, reader: threading.Thread, deadline: float) -> bool:
-        """Wait for the output to end or the command to exit; True if the deadline came first."""
+    def _wait(self, exec_id: str, reader: threading.Thread, deadline: float, flooded: threading.Event) -> bool:
+        """Wait for the output to end, the command to exit or flood its output; True if the deadline came
+        first."""
         step = 0.1
-        while reader.is_alive():
+        while reader.is_alive() and not flooded.is_set():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return True
@@ -426,11 +427,14 @@ def _pull(api: Any, repo: str, tag: str) -> BaseException | None:
 
 
 def _spool(stream: Any, out: Any, flooded: threading.Event) -> None:
-    """Copy the exec's output to the spool file, up to SPOOL_LIMIT bytes (then stop, and say so)."""
+    """Copy the exec's output to the spool file, up to SPOOL_LIMIT bytes; past that, say so and keep
+    reading without keeping (a stream nobody reads would stall the engine) until the command is killed."""
     for chunk in stream:
+        if flooded.is_set():
+            continue
         if out.tell() > SPOOL_LIMIT:
             flooded.set()
-            return
+            continue
         out.write(chunk)
 
 
