@@ -109,10 +109,11 @@ class HostBackground:
                                       stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
         os.set_blocking(self._proc.stdin.fileno(), False)  # a command that never reads must not hang us
         live.add(self._proc.pid)
+        self.flooding = False  # being stopped for flooding its log: not ended until the note is written
         _FLOOD.watch(self)
 
     def exit_code(self) -> int | None:
-        return self._proc.poll()
+        return None if self.flooding else self._proc.poll()
 
     def write(self, data: bytes) -> None:
         stdin = self._proc.stdin
@@ -177,15 +178,27 @@ class _FloodGuard:
                 if proc.exit_code() is not None:
                     self.forget(proc)
                 elif proc.log.full():
-                    kill_group(proc._proc.pid)
-                    self.forget(proc)
-                    try:
-                        proc._proc.wait()
-                        note = f"\n[killed: it printed more than {SPOOL_LIMIT >> 20} MB of output]\n"
-                        os.write(proc.log.file.fileno(), note.encode())  # at the end: the offset is shared
-                    except (OSError, ValueError):  # its sandbox closed meanwhile
-                        pass
+                    self._stop(proc)
             time.sleep(0.05)
+
+
+    def _stop(self, proc: HostBackground) -> None:
+        """Kill the group, let the output settle (bwrap's command, in its own session, dies a moment
+        after bwrap), then append the note: whoever sees the command ended also sees why."""
+        proc.flooding = True
+        self.forget(proc)
+        kill_group(proc._proc.pid)
+        proc._proc.wait()
+        try:
+            size, deadline = -1, time.monotonic() + 5
+            while size != (size := proc.log._size()) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            note = f"\n[killed: it printed more than {SPOOL_LIMIT >> 20} MB of output]\n"
+            os.write(proc.log.file.fileno(), note.encode())  # at the end: the offset is shared
+        except (OSError, ValueError):  # its sandbox closed meanwhile
+            pass
+        finally:
+            proc.flooding = False
 
 
 _FLOOD = _FloodGuard()
