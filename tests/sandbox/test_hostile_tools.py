@@ -16,13 +16,19 @@ import pytest
 
 from hermes_exp.sandbox.base import SPOOL_LIMIT
 from hermes_exp.tools import files
-from hermes_exp.tools.registry import call_tool
+from hermes_exp.tools.base import Resources
+from hermes_exp.tools.registry import Registry, Toolset
+from hermes_exp.tools.terminal import Terminal
+from hermes_exp.tools.toolbox import Toolbox
 
 ALL_TOOLS = ["terminal", "read_file", "write_file", "patch", "search_files"]
+REGISTRY = Registry([Toolset("terminal", tools={"terminal": Terminal()}),
+                     Toolset("file", tools={name: files.FileTool(name) for name in ALL_TOOLS[1:]})])
 
 
 def _call(sandbox, name: str, **args) -> dict:
-    content, valid = call_tool(sandbox, name, json.dumps(args), ALL_TOOLS, {"terminal_timeout": 20})
+    box = Toolbox(REGISTRY, sandbox, {"terminal_timeout": 20}, Resources())
+    content, valid = box.call(name, json.dumps(args), ALL_TOOLS)
     assert valid
     return json.loads(content)
 
