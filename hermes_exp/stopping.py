@@ -26,6 +26,8 @@ class StopSignals:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self._stopping:  # a late second signal must not kill the process while it reports and exits
+            return
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
 

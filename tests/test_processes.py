@@ -97,7 +97,9 @@ def test_a_second_ctrl_c_during_shutdown_still_cleans_up(tmp_path: Path) -> None
     rows = [{"prompt": f"RUN: sleep {0.2 if i % 4 else 30} # {marker}\nTwice {i}"} for i in range(40)]
     data = write_dataset(tmp_path / "p.jsonl", rows)
     with MockServer(latency_ms=20) as server:
-        args = [f"dataset.path={data}", "run_name=twice", "num_workers=4", "executor=processes", "sandbox=local",
+        # threads: the tasks in flight are the parent's, so the shutdown waits resume.grace_seconds for them,
+        # and the second signal surely comes during that wait (with processes it could come after the exit)
+        args = [f"dataset.path={data}", "run_name=twice", "num_workers=4", "executor=threads", "sandbox=local",
                 f"model.base_url={server.base_url}", f"sandbox.root={tmp_path / 'sb'}", "tools.terminal_timeout=90"]
         proc = _start(tmp_path, *args, env={"HX_TEST_TOKEN": token})
         ledger = tmp_path / "outputs" / "twice" / "ledger.db"
@@ -109,6 +111,7 @@ def test_a_second_ctrl_c_during_shutdown_still_cleans_up(tmp_path: Path) -> None
     assert proc.returncode == 130, stderr
     assert "nothing was changed" not in stderr and "Traceback" not in stderr, stderr
     assert "To resume, run the same command again" in stderr
+    assert "already stopping" in stderr, "the second signal did not come during the shutdown"
     assert done_rows(ledger) >= 3
     assert not list((tmp_path / "sb").iterdir()), "task directories left after a second Ctrl-C"
     assert _wait_for(lambda: not _left(token, marker), 30)
