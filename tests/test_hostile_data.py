@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import done_rows, read_jsonl, run_cli, write_dataset
+from conftest import agent_bodies, done_rows, read_jsonl, run_cli, user_prompt, write_dataset
 
 from hermes_exp.mock_server import MockServer
 
@@ -115,12 +115,7 @@ def test_an_export_never_silently_shrinks(tmp_path: Path) -> None:
 
 
 def _requests_by_prompt(record: Path) -> Counter:
-    counts: Counter = Counter()
-    for line in record.read_text().splitlines():
-        body = json.loads(line)["body"]
-        if isinstance(body, dict):
-            counts[next(m["content"] for m in body["messages"] if m["role"] == "user")] += 1
-    return counts
+    return Counter(user_prompt(body) for body in agent_bodies(record))
 
 
 @pytest.mark.slow

@@ -97,7 +97,9 @@ def test_a_flood_of_output_is_capped_on_the_host(sandbox, small_tmp: Path) -> No
         sampler.join()
     assert not result.timed_out and result.truncated
     assert f"printed more than {SPOOL_LIMIT >> 20} MB of output" in result.output
-    assert peak[0] < 3 * SPOOL_LIMIT, f"the spool reached {peak[0] >> 20} MB"
+    # the promise is that the host's disk does not fill (this tmpfs holds 400 MB): the watcher polls the
+    # spool every <= 50 ms, and on a loaded machine `yes` outruns it by some tens of MB more
+    assert peak[0] < 6 * SPOOL_LIMIT, f"the spool reached {peak[0] >> 20} MB"
     assert result.output.startswith("y\ny\n")
 
 
@@ -113,6 +115,6 @@ def test_a_flood_from_a_background_command_is_capped_too(backend, sandbox, small
         time.sleep(0.1)
     assert proc.exit_code() is not None, "a background `yes` was never stopped"
     size = os.fstat(proc.log.file.fileno()).st_size
-    assert size < 3 * SPOOL_LIMIT, f"the background log reached {size >> 20} MB"
+    assert size < 6 * SPOOL_LIMIT, f"the background log reached {size >> 20} MB"  # < the 400 MB disk
     lines, _ = proc.log.tail_lines(None, 2, 200)
     assert f"printed more than {SPOOL_LIMIT >> 20} MB" in lines[-1]
