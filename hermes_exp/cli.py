@@ -50,11 +50,27 @@ def _snapshot(cfg: DictConfig) -> None:
     out.mkdir(parents=True, exist_ok=True)
     saved = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
     saved.hydra = OmegaConf.load(config_dir() / "config.yaml").hydra
-    files = {"config.yaml": saved, "hydra.yaml": OmegaConf.create({"hydra": hydra_cfg}),
-             "overrides.yaml": OmegaConf.create(list(hydra_cfg.overrides.task))}
+    header = ""
+    if saved.get("ephemeral_system_prompt"):  # sent, never saved: the snapshot says so instead
+        saved.ephemeral_system_prompt = None
+        header = ("# ephemeral_system_prompt was set: it is sent, never saved; pass it again to reproduce "
+                  "this run\n")
+    hydra_node = OmegaConf.create({"hydra": OmegaConf.to_container(hydra_cfg, resolve=False)})
+    hydra_node.hydra.overrides.task = overrides = [_unsaved(o) for o in hydra_cfg.overrides.task]
+    dirname = hydra_node.hydra.job.get("override_dirname") or ""
+    for given, kept in zip(hydra_cfg.overrides.task, overrides):
+        dirname = dirname.replace(given.lstrip("+~"), kept)
+    hydra_node.hydra.job.override_dirname = dirname
+    files = {"config.yaml": saved, "hydra.yaml": hydra_node, "overrides.yaml": OmegaConf.create(overrides)}
     for name, node in files.items():
         with atomic_writer(out / name) as fh:
-            fh.write(OmegaConf.to_yaml(node))
+            fh.write((header if name == "config.yaml" else "") + OmegaConf.to_yaml(node))
+
+
+def _unsaved(override: str) -> str:
+    """A command-line override with the never-saved value left out."""
+    key = override.split("=", 1)[0].lstrip("+~")
+    return f"{key}=<sent, not saved>" if key == "ephemeral_system_prompt" else override
 
 
 def _job(cfg: DictConfig) -> None:

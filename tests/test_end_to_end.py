@@ -175,9 +175,10 @@ def test_ephemeral_prompt_and_prefill_are_sent_but_never_saved(tmp_path: Path, m
     [row] = read_jsonl(out / "trajectories.jsonl")
     assert row["conversations"][0]["value"].endswith("</tool_call>\n\nSAVED-SYSTEM")  # after Hermes's turn
     assert row["conversations"][1] == {"from": "human", "value": "Hello there"}
-    for path in out.glob("*.json*"):
+    for path in [*out.glob("*.json*"), *(out / ".hydra").iterdir()]:  # the config snapshot included
         text = path.read_text()
         assert "EPHEMERAL-PART" not in text and "PREFILL-" not in text, path
+    assert "ephemeral_system_prompt was set" in (out / ".hydra" / "config.yaml").read_text()
     for path in out.glob("ledger.db*"):  # the ledger keeps their digest (the identity), never their text
         data = path.read_bytes()
         assert b"EPHEMERAL-PART" not in data and b"PREFILL-" not in data, path
