@@ -287,8 +287,7 @@ def _preflight(settings: dict[str, Any], images: set[str], own_images: bool = Fa
     """Checks that fail the whole run before any task starts (engine down, bubblewrap missing).
     `own_images`: every row brings its container (Harbor tasks), so sandbox.image is not warmed."""
     factory = worker.runtime_for(settings).sandboxes
-    if hasattr(factory, "preflight"):
-        factory.preflight(images, **({"default_image": False} if own_images else {}))
+    factory.preflight(images, default_image=not own_images)
     if Redactor.from_env(settings) and runs_on_host(factory):
         log.warning("sandbox=%s runs tool commands as host processes of your user: a command can read "
                     "the API key ($%s) from any process of yours that holds it (your shell included, "

@@ -1,5 +1,5 @@
-"""`hermes-exp-report` on real runs made by the real CLI, checked in real headless Chromium (DevTools
-protocol over a pipe): the page loads with no errors and no network, charts draw, the browser lists
+"""`hermes-exp-report` on real runs made by the real CLI, checked in real headless Chromium (driven by
+Playwright): the page loads with no errors and no network, charts draw, the browser lists
 every task, the search filters, and model output is shown as text, never as HTML."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cdp_pipe import Browser, find_chromium
+from report_browser import Browser, find_chromium
 
 DEMO = Path(__file__).resolve().parents[1] / "hermes_exp" / "data" / "demo_prompts.jsonl"
 HOSTILE = "Say hi to <img src=x onerror=\"window.__pwned=1\"></script><b>zebra</b> please."
@@ -58,8 +58,8 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def browser(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> Browser:
-    with Browser(chromium, tmp_path_factory.mktemp("profile")) as b:
+def browser(chromium: str) -> Browser:
+    with Browser(chromium) as b:
         yield b
 
 

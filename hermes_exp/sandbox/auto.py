@@ -52,10 +52,8 @@ class AutoSandboxFactory:
                 self._chosen = BwrapSandboxFactory(**self._kwargs) if ok else LocalSandboxFactory(**self._kwargs)
             return self._chosen
 
-    def preflight(self, rows_images: set[str] | None = None) -> None:
-        factory = self._factory()
-        if hasattr(factory, "preflight"):
-            factory.preflight(rows_images)
+    def preflight(self, rows_images: set[str] | None = None, default_image: bool = True) -> None:
+        self._factory().preflight(rows_images, default_image)
 
     def open(self, task_key: str, row: dict[str, Any]) -> Sandbox:
         return self._factory().open(task_key, row)

@@ -59,6 +59,12 @@ class SandboxFactory(Protocol):
     open() raises SandboxError when no sandbox can be made for this task (e.g. its image is missing).
     """
 
+    def preflight(self, rows_images: set[str] | None = None, default_image: bool = True) -> None:
+        """Fail the whole run before any task starts if this kind cannot work here (engine down,
+        bubblewrap missing), and remove what a killed earlier invocation of the run left. `rows_images`:
+        the images rows name; `default_image`: whether the run's default image is used at all."""
+        ...
+
     def open(self, task_key: str, row: dict[str, Any]) -> Sandbox: ...
 
     def shutdown(self) -> None: ...

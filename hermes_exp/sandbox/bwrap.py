@@ -244,7 +244,7 @@ class BwrapSandboxFactory:
         self._bwrap: str | None = None
         self._lock = threading.Lock()
 
-    def preflight(self, rows_images: set[str] | None = None) -> None:
+    def preflight(self, rows_images: set[str] | None = None, default_image: bool = True) -> None:
         """Fail once, up front, if bubblewrap is missing or cannot create its namespaces here; remove
         what a killed earlier invocation of this run left (called before any task starts)."""
         self._checked_bwrap()

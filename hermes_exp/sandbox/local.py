@@ -131,7 +131,7 @@ class LocalSandboxFactory:
         self._env = dict(env or {})
         self._procs = ProcRegistry(self._dirs.run_id)
 
-    def preflight(self, rows_images: set[str] | None = None) -> None:
+    def preflight(self, rows_images: set[str] | None = None, default_image: bool = True) -> None:
         """Kill and remove this run's leftovers (a SIGKILLed runner cannot clean up after itself)."""
         self._procs.reap()
         self._dirs.reap()

