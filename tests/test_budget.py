@@ -37,9 +37,11 @@ def test_budget_stops_within_one_call_and_a_resume_keeps_counting(tmp_path: Path
     data = write_dataset(tmp_path / "p.jsonl", [{"prompt": f"Budget task {i}"} for i in range(20)])
     requests = tmp_path / "requests.jsonl"
     with MockServer(record_path=str(requests)) as server:
+        # terminal only: the schemas of every toolset would make one call's worst case pass the $3 limit alone
         def run(limit: float):
             return run_cli(tmp_path, f"model.base_url={server.base_url}", f"dataset.path={data}", "run_name=b",
-                           "num_workers=4", "max_turns=4", "filters=none", *PRICED, f"budget.max_cost_usd={limit}")
+                           "num_workers=4", "max_turns=4", "filters=none", "distribution=terminal_only", *PRICED,
+                           f"budget.max_cost_usd={limit}")
 
         first = run(3.0)
         assert first.returncode == 4, first.stderr
