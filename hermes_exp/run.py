@@ -319,6 +319,23 @@ def _stop_workers(run_id: str, grace: float, hurry: threading.Event | None = Non
     worker.CANCEL.clear()
 
 
+@contextmanager
+def existing_ledger(run_dir: Path, identity: str, settings: dict[str, Any],
+                    on_locked: Callable[[], None] | None) -> Iterator[Ledger]:
+    """The ledger of an existing run, held under the run lock (actions that work on finished runs):
+    refused when it is damaged or belongs to another experiment."""
+    with RunLock(run_dir) as lock:
+        if on_locked:
+            on_locked()
+        check_ledger_file(run_dir / "ledger.db", lock.earlier)
+        ledger = Ledger(run_dir / "ledger.db")
+        try:
+            ledger.claim_identity(identity, stored_identity(settings))
+            yield ledger
+        finally:
+            ledger.close()
+
+
 def reexport(settings: dict[str, Any], run_dir: Path, identity: str, on_locked: Callable[[], None] | None) -> int:
     """action=export: re-apply the current filters to every finished task and rewrite the outputs,
     without a single model call. action=compress (or outputs.compress=true) also compresses the kept
@@ -327,27 +344,19 @@ def reexport(settings: dict[str, Any], run_dir: Path, identity: str, on_locked: 
         raise LedgerError(f"no ledger in {run_dir}", "check run_name=...; action=export works on an existing run")
     filters = filters_mod.build(settings.get("filters"))
     settings = with_verifiers(settings)
-    with RunLock(run_dir) as lock:
-        if on_locked:
-            on_locked()
-        check_ledger_file(run_dir / "ledger.db", lock.earlier)
-        ledger = Ledger(run_dir / "ledger.db")
-        try:
-            ledger.claim_identity(identity, stored_identity(settings))
-            settings = {**settings, "mcp_tools": json.loads(ledger.meta("mcp_tools") or "{}")}
-            changed = 0
-            book = ScoreBook(ledger, settings)
-            for row in ledger.rows(("done", "filtered")):
-                result = json.loads(row["result"])
-                reason = filters_mod.first_reason(filters, {**result, "score": book.get(row["key"], result.get("row") or {})})
-                state = "filtered" if reason else "done"
-                if (state, reason) != (row["state"], row["reason"]):
-                    ledger.set_state(row["key"], state, reason)
-                    changed += 1
-            stats = export(ledger, run_dir, settings)
-            squeezed = compress.compress(ledger, run_dir, settings) if compress.wanted(settings) else None
-        finally:
-            ledger.close()
+    with existing_ledger(run_dir, identity, settings, on_locked) as ledger:
+        settings = {**settings, "mcp_tools": json.loads(ledger.meta("mcp_tools") or "{}")}
+        changed = 0
+        book = ScoreBook(ledger, settings)
+        for row in ledger.rows(("done", "filtered")):
+            result = json.loads(row["result"])
+            reason = filters_mod.first_reason(filters, {**result, "score": book.get(row["key"], result.get("row") or {})})
+            state = "filtered" if reason else "done"
+            if (state, reason) != (row["state"], row["reason"]):
+                ledger.set_state(row["key"], state, reason)
+                changed += 1
+        stats = export(ledger, run_dir, settings)
+        squeezed = compress.compress(ledger, run_dir, settings) if compress.wanted(settings) else None
     print(f"re-applied filters: {changed} task(s) changed state", file=sys.stderr)
     _summary(run_dir, stats, 0, interrupted=False)
     if squeezed is not None:

@@ -14,12 +14,10 @@ from hydra.utils import instantiate
 
 from hermes_exp import rescore
 from hermes_exp.errors import LedgerError
-from hermes_exp.run import EXIT_OK, EXIT_TASK_ERRORS, _stop_workers, _summary, model_endpoint, run_id_for
-from hermes_exp.runlock import RunLock
-from hermes_exp.settings import stored_identity
+from hermes_exp.run import (EXIT_OK, EXIT_TASK_ERRORS, _stop_workers, _summary, existing_ledger, model_endpoint,
+                            run_id_for)
 from hermes_exp.store import filters as filters_mod
 from hermes_exp.store.export import export
-from hermes_exp.store.health import check_ledger_file
 from hermes_exp.store.ledger import Ledger
 from hermes_exp.verify.book import ScoreBook
 from hermes_exp.verify.rows import with_verifiers
@@ -31,20 +29,12 @@ def score_run(settings: dict[str, Any], run_dir: Path, identity: str,
         raise LedgerError(f"no ledger in {run_dir}", "check run_name=...; action=score works on an existing run")
     settings = with_verifiers(settings)
     filters = filters_mod.build(settings.get("filters"))
-    with RunLock(run_dir) as lock:
-        if on_locked:
-            on_locked()
-        check_ledger_file(run_dir / "ledger.db", lock.earlier)
-        ledger = Ledger(run_dir / "ledger.db")
-        try:
-            ledger.claim_identity(identity, stored_identity(settings))
-            keys = rescore.finished_keys(ledger)
-            if not (settings.get("resume") or {}).get("redo_all"):
-                keys = list(rescore.unscored(ledger, keys, ScoreBook(ledger, settings)))
-            counts = _score(settings, ledger, keys, filters) if keys else {}
-            stats = export(ledger, run_dir, settings)
-        finally:
-            ledger.close()
+    with existing_ledger(run_dir, identity, settings, on_locked) as ledger:
+        keys = rescore.finished_keys(ledger)
+        if not (settings.get("resume") or {}).get("redo_all"):
+            keys = list(rescore.unscored(ledger, keys, ScoreBook(ledger, settings)))
+        counts = _score(settings, ledger, keys, filters) if keys else {}
+        stats = export(ledger, run_dir, settings)
     rescore.report(counts, "action=score") if counts else print(
         "action=score: every finished sample already has a score from this verifier "
         "(resume.redo_all=true scores them again)", file=sys.stderr)
