@@ -87,7 +87,7 @@ def build_finished_run(work: Path, tasks: int, url: str, sandbox: str, extra: li
     """A dataset of `tasks` rows and a ledger in which every one is done, with realistic results: a
     small real run provides a finished result, which is copied for each row under its own key."""
     from hermes_exp.dataset import open_dataset, scan
-    from hermes_exp.run import ledger_row
+    from hermes_exp.store.rows import ledger_row
     from hermes_exp.settings import identity_config, identity_hash
     from hermes_exp.store.ledger import Ledger
 

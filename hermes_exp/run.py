@@ -40,6 +40,7 @@ from hermes_exp.store.export import export
 from hermes_exp.store.formats import chosen_formats
 from hermes_exp.store.health import check_ledger_file, storage_error
 from hermes_exp.store.ledger import Ledger
+from hermes_exp.store.rows import ledger_row
 from hermes_exp.store.samples import selection_mode
 from hermes_exp import rescore
 from hermes_exp.verify import record
@@ -67,40 +68,6 @@ def model_endpoint(settings: dict[str, Any]) -> Iterator[str]:
 
     with MockServer(**(model.get("mock_server") or {})) as server:
         yield server.base_url
-
-
-def ledger_row(result: dict[str, Any], filters: list[filters_mod.Filter],
-               score: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Map a worker's result (its verification already taken out) to its ledger row, deciding done /
-    filtered / error; a failed verification is error class `verifier`."""
-    usage = result.get("usage") or []
-    tool_usage = result.get("tool_model_calls") or []
-    tools = result.pop("tools", None)  # kept once per distinct list in the ledger, not in every result
-    row = {
-        "key": result["key"], "prompt_index": result["index"], "prompt": result["row"]["prompt"],
-        "sample": result.get("sample", 0),
-        "toolsets": json.dumps(result.get("toolsets", [])), "result": json.dumps(result, ensure_ascii=False),
-        "api_calls": result.get("api_calls", 0), "started_at": result["started_at"],
-        "finished_at": result["finished_at"], "reason": None, "error_class": None, "error": None,
-        "task_attempts": result.get("task_attempts", 1),
-        "prompt_tokens": sum(u.get("prompt_tokens", 0) for u in usage),
-        "completion_tokens": sum(u.get("completion_tokens", 0) for u in usage),
-        "reasoning_tokens": sum((u.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0 for u in usage),
-        "cached_tokens": sum(u.get("cached_tokens") or 0 for u in usage),
-        "cache_write_tokens": sum(u.get("cache_write_tokens") or 0 for u in usage),
-        "stop_reason": result.get("stop_reason"),
-        "context_tokens": (usage[-1].get("prompt_tokens", 0) + usage[-1].get("completion_tokens", 0)) if usage else 0,
-        "cost_usd": sum(u.get("cost_usd") or 0.0 for u in usage + tool_usage),
-        "spent_usd": result.get("spent_usd") or 0.0,  # every in-run attempt; the ledger adds earlier ones
-    }
-    if tools is not None:
-        row["tools"] = json.dumps(tools, ensure_ascii=False)
-    if result["state"] == "error":
-        row.update(state="error", error_class=result["error_class"], error=result["error"])
-    else:
-        state, reason, error_class, error = record.judged(result, score, filters)
-        row.update(state=state, reason=reason, error_class=error_class, error=error)
-    return row
 
 
 def run(settings: dict[str, Any], on_locked: Callable[[], None] | None = None) -> int:

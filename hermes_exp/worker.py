@@ -21,6 +21,7 @@ from hermes_exp.distribution import draw
 from hermes_exp.errors import HermesExpError, ProviderError, SandboxError
 from hermes_exp.inputs import dataset_base_dir
 from hermes_exp.redact import Redactor, secret_names, wipe_environ_block
+from hermes_exp.sandbox.base import Sandbox, SandboxFactory
 from hermes_exp.sandbox.reaper import GROUP, PROCESS, ProcRegistry, die_with_parent
 from hermes_exp.settings import load_prefill
 from hermes_exp.tools.base import Resources
@@ -49,7 +50,7 @@ class Runtime:
         self.client = ModelClient.from_settings(settings)  # shared: rate limiter, budget, auth circuit
         # the key is read: from now on a tool command reading /proc/$PPID/environ finds it blanked
         wipe_environ_block(secret_names(settings))
-        self.sandboxes = instantiate(settings["sandbox"], run_id=runtime["run_id"], _convert_="all",
+        self.sandboxes: SandboxFactory = instantiate(settings["sandbox"], run_id=runtime["run_id"], _convert_="all",
                                      base_dir=dataset_base_dir(settings.get("dataset")))  # for rows' build contexts
         self.registry = Registry.from_settings(settings)
         self.toolsets = drawable(settings, self.registry)
@@ -62,7 +63,7 @@ class Runtime:
         self.setup_timeout = float(settings.get("setup_timeout") or 300)
         self.settings = settings
 
-    def toolbox(self, sandbox: Any, client: Any) -> Toolbox:
+    def toolbox(self, sandbox: Sandbox, client: Any) -> Toolbox:
         return Toolbox(self.registry, sandbox, self.limits, self.resources, self.services, client, self.settings)
 
     def close(self) -> None:
@@ -225,7 +226,7 @@ def _session(runtime: Runtime, client: Any, task: Task, tools: list[dict[str, An
         result["score"] = run_plan(plan, None, task.row, result).to_dict()
 
 
-def _agent(runtime: Runtime, client: Any, toolbox: Toolbox, sandbox: Any, task: Task,
+def _agent(runtime: Runtime, client: Any, toolbox: Toolbox, sandbox: Sandbox, task: Task,
            tools: list[dict[str, Any]], settings: dict[str, Any]) -> Outcome:
     kind = agent_kind(settings)
     if kind == "oracle":

@@ -8,7 +8,7 @@ import shutil
 import threading
 from typing import Any
 
-from hermes_exp.sandbox.base import Sandbox
+from hermes_exp.sandbox.base import Sandbox, SandboxFactory
 from hermes_exp.sandbox.bwrap import BwrapSandboxFactory, probe
 from hermes_exp.sandbox.local import LocalSandboxFactory
 
@@ -63,7 +63,7 @@ class AutoSandboxFactory:
             self._chosen.shutdown()
 
 
-def runs_on_host(factory: Any) -> bool:
+def runs_on_host(factory: SandboxFactory) -> bool:
     """Whether this run's tool commands are plain host processes (sandbox=local, or auto's fallback)."""
     return isinstance(factory, LocalSandboxFactory) or (isinstance(factory, AutoSandboxFactory)
                                                         and factory.kind == "local")

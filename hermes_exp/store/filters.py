@@ -9,7 +9,7 @@ from typing import Any
 
 from hydra.utils import instantiate
 
-from hermes_exp.agent.reasoning import has_reasoning
+from hermes_exp.store.reasoning import has_reasoning
 
 Filter = Callable[[dict[str, Any]], "str | None"]
 

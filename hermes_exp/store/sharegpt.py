@@ -6,7 +6,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from hermes_exp.agent.reasoning import inline_reasoning, native_reasoning
+from hermes_exp.store.reasoning import inline_reasoning, native_reasoning
 from hermes_exp.errors import ConfigError
 from hermes_exp.store.hermes_prompt import SYSTEM_MODES, hermes_system
 from hermes_exp.tools.registry import Registry

@@ -8,7 +8,7 @@ from collections import Counter
 from datetime import datetime, timezone
 from typing import Any
 
-from hermes_exp.agent.reasoning import has_reasoning
+from hermes_exp.store.reasoning import has_reasoning
 from hermes_exp.verify.metrics import VerifyStats
 
 TOKEN_KEYS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens", "cache_write_tokens")

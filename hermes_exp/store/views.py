@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from hermes_exp.store.lean import sqlite_utils
 
-# An assistant message carries reasoning natively or inline; mirrors hermes_exp.agent.reasoning.
+# An assistant message carries reasoning natively or inline; mirrors hermes_exp.store.reasoning.
 _HAS_REASONING = """(
     COALESCE(TRIM(json_extract(m.value, '$.reasoning')), '') <> ''
     OR COALESCE(TRIM(json_extract(m.value, '$.reasoning_content')), '') <> ''

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hermes_exp.inputs import dataset_base_dir
-from hermes_exp.sandbox.base import Sandbox
+from hermes_exp.sandbox.base import Sandbox, SandboxFactory
 from hermes_exp.verify import registry
 from hermes_exp.verify.base import Score, Verifier, VerifierFailed, VerifyContext, clip
 from hermes_exp.verify.files import archive_workdir, restore_workdir
@@ -107,7 +107,7 @@ def verify_in_sandbox(plan: Plan, sandbox: Sandbox, row: dict[str, Any],
     return score, packed, note
 
 
-def reverify_sample(scorer: Scorer, sandboxes: Any, item: dict[str, Any]) -> Score | None:
+def reverify_sample(scorer: Scorer, sandboxes: SandboxFactory, item: dict[str, Any]) -> Score | None:
     """Verify a finished sample again without its agent: from the ledger alone, or (a `command`
     verifier) in a fresh sandbox of the same kind and image, restored from the workdir archive."""
     row, result = item["row"], item["result"]
