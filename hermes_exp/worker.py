@@ -23,7 +23,7 @@ from hermes_exp.inputs import dataset_base_dir
 from hermes_exp.redact import Redactor, secret_names, wipe_environ_block
 from hermes_exp.sandbox.base import Sandbox, SandboxFactory
 from hermes_exp.sandbox.reaper import GROUP, PROCESS, ProcRegistry, die_with_parent
-from hermes_exp.settings import load_prefill
+from hermes_exp.settings import api_key, load_prefill
 from hermes_exp.tools.base import Resources
 from hermes_exp.tools.readiness import drawable, services_url
 from hermes_exp.tools.registry import Registry
@@ -47,7 +47,7 @@ class Runtime:
         runtime = settings["runtime"]
         from hermes_exp.agent.model import ModelClient  # openai: only in processes that run tasks
 
-        self.client = ModelClient.from_settings(settings)  # shared: rate limiter, budget, auth circuit
+        self.client = ModelClient.from_settings(settings, api_key(settings))  # shared: rate limiter, budget, auth circuit
         # the key is read: from now on a tool command reading /proc/$PPID/environ finds it blanked
         wipe_environ_block(secret_names(settings))
         self.sandboxes: SandboxFactory = instantiate(settings["sandbox"], run_id=runtime["run_id"], _convert_="all",

@@ -14,7 +14,7 @@ import pytest
 from conftest import request_count, run_cli, write_dataset
 from test_providers import settings_for
 
-from hermes_exp.agent.model import check_config
+from hermes_exp.agent.checks import check_config
 from hermes_exp.budget import Budget, BudgetExhausted
 from hermes_exp.errors import ConfigError
 from hermes_exp.mock_server import MockServer

@@ -12,7 +12,8 @@ from conftest import read_jsonl, run_cli, write_dataset
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
-from hermes_exp.agent.model import ModelClient, check_config
+from hermes_exp.agent.checks import check_config
+from hermes_exp.agent.model import ModelClient
 from hermes_exp.agent.ratelimit import Limits, RateLimiter
 from hermes_exp.cli import config_dir, register_resolvers
 from hermes_exp.errors import ConfigError, ProviderError

@@ -18,7 +18,6 @@ import openai
 from hermes_exp.agent.deadline import attempt_deadline, deadline_http_client
 from hermes_exp.agent.post import PreparedPost, decoded
 from hermes_exp.agent.cache import CacheControl
-from hermes_exp.agent.checks import check_config
 from hermes_exp.agent.ratelimit import Limits, RateLimiter
 from hermes_exp.agent.retry import AuthCircuit, Failure, RetryPolicy, retry_after, upstream_failure
 from hermes_exp.agent.wire import SAMPLING_KEYS, Interop, call_request, static_request
@@ -27,7 +26,7 @@ from hermes_exp.budget import Budget, BudgetLimits, TaskMeter
 from hermes_exp.cost import Pricing, estimate_prompt_tokens, usage_facts, worst_case
 from hermes_exp.spend_journal import SpendJournal
 
-__all__ = ["SAMPLING_KEYS", "ModelClient", "Reply", "TaskClient", "check_config"]
+__all__ = ["SAMPLING_KEYS", "ModelClient", "Reply", "TaskClient"]
 
 
 @dataclass
@@ -68,15 +67,14 @@ class ModelClient:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_settings(cls, settings: dict[str, Any]) -> ModelClient:
-        """The process's client for a run: budget seeded with what the ledger says was already spent."""
-        from hermes_exp.settings import api_key
-
+    def from_settings(cls, settings: dict[str, Any], api_key: str) -> ModelClient:
+        """The process's client for a run: budget seeded with what the ledger says was already spent.
+        The caller reads the key (settings.api_key), so the client never reaches back into settings."""
         runtime = settings["runtime"]
         limits = BudgetLimits.from_settings(settings)
         budget = Budget.for_process(settings, limits.max_cost_usd, float(runtime.get("spent_usd") or 0.0))
         budget = sweep_budget.for_settings(settings, budget)  # and budget.sweep_max_cost_usd, when set
-        client = cls(settings["model"], settings["provider"], runtime["base_url"], api_key(settings),
+        client = cls(settings["model"], settings["provider"], runtime["base_url"], api_key,
                      workers=int(settings.get("num_workers") or 4), limits=limits, budget=budget,
                      processes=int(runtime.get("processes") or 1), journal=SpendJournal.for_run(settings))
         return client
