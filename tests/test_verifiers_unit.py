@@ -12,7 +12,7 @@ from hermes_exp.verify.base import VerifierFailed, VerifyContext, final_answer
 from hermes_exp.verify.checks import ChecksVerifier, check_spec
 from hermes_exp.verify.command import CommandVerifier
 from hermes_exp.verify.files import archive_workdir, put_files, restore_workdir
-from hermes_exp.verify.metrics import mean_ci
+from hermes_exp.verify.metrics import VerifyStats, mean_ci
 from hermes_exp.verify.registry import effective, identity
 from hermes_exp.verify.scoring import Plan, run_plan
 
@@ -121,3 +121,22 @@ def test_mean_ci() -> None:
     mean, lo, hi = mean_ci(3.0, 3.0, 4)  # rewards 1, 1, 1, 0
     assert mean == 0.75 and lo == pytest.approx(0.75 - 1.959964 * 0.5 / 2, abs=1e-5) and hi > mean
     assert mean_ci(0.0, 0.0, 0) == (None, None, None)
+
+
+def test_mean_ci_of_unit_rewards_stays_inside_zero_one() -> None:
+    # 4 of 5 samples pass: the normal interval is [0.408, 1.192]; Wilson's stays inside [0, 1]
+    normal = mean_ci(4.0, 4.0, 5)
+    assert normal[2] > 1.0
+    mean, lo, hi = mean_ci(4.0, 4.0, 5, unit=True)
+    assert mean == 0.8 and 0.0 < lo < mean < hi < 1.0
+    assert mean_ci(5.0, 5.0, 5, unit=True)[2] == 1.0 and mean_ci(0.0, 0.0, 5, unit=True)[1] == 0.0
+    assert mean_ci(1.0, 1.0, 1, unit=True)[1] is not None  # one sample still has an interval
+    stats = VerifyStats()
+    for i, reward in enumerate([1.0, 1.0, 0.5, 1.0, 0.0]):
+        stats.add({"state": "done", "prompt_index": i}, {"reward": reward, "passed": reward == 1.0})
+    built = stats.build(1)
+    lo, hi = built["mean_reward_ci95"]
+    assert 0.0 <= lo < built["mean_reward"] < hi <= 1.0
+    assert built["pass_rate_ci95"][0] < 0.6 < built["pass_rate_ci95"][1]
+    stats.add({"state": "done", "prompt_index": 9}, {"reward": 3.0, "passed": True})  # outside [0, 1]: normal interval
+    assert stats.build(1)["mean_reward_ci95"] == [round(x, 6) for x in mean_ci(6.5, 12.25, 6)[1:]]

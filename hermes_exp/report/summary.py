@@ -7,14 +7,13 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 from hermes_exp.store.atomic import atomic_writer
+from hermes_exp.verify.metrics import wilson
 
-Z95 = 1.959963984540054
 COLUMNS = ["job", "overrides", "model", "tasks", "done", "filtered", "failed", "pending", "kept_pct",
            "pass_rate", "pass_rate_ci95", "mean_reward", "mean_reward_ci95", "pass_at_k", "tool_success_pct",
            "mean_turns", "mean_model_calls", "tokens", "cost_usd", "wall_seconds"]
@@ -25,16 +24,6 @@ def find_jobs(folder: Path) -> list[Path]:
     if (folder / "statistics.json").is_file():
         return [folder]
     return sorted(p.parent for p in folder.glob("*/statistics.json") if (p.parent / "ledger.db").is_file())
-
-
-def wilson(passed: int, n: int) -> list[float] | None:
-    """The Wilson score interval of a pass rate (sound at 0% and 100%, unlike the normal one)."""
-    if n == 0:
-        return None
-    p, z2 = passed / n, Z95 * Z95
-    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
-    half = Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
-    return [round(max(0.0, centre - half), 6), round(min(1.0, centre + half), 6)]
 
 
 def _overrides(run_dir: Path) -> dict[str, str]:

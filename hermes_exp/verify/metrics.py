@@ -1,4 +1,5 @@
-"""Metrics a person can compare across models: mean reward with a 95% confidence interval, pass rate,
+"""Metrics a person can compare across models: mean reward with a 95% confidence interval (Wilson's when
+every reward lies in [0, 1], so the interval never leaves it), pass rate with its Wilson interval,
 the unbiased pass@k estimator (Chen et al. 2021) for every k <= samples_per_prompt, pass^k (all k
 samples pass, as in tau-bench), per-prompt pass rates, and the count of failed verifications."""
 
@@ -23,11 +24,28 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
     return math.comb(c, k) / math.comb(n, k) if k <= n else 0.0
 
 
-def mean_ci(total: float, total_sq: float, n: int) -> tuple[float | None, float | None, float | None]:
-    """Mean and its normal-approximation 95% interval from running sums (None when n == 0)."""
+def wilson(passed: float, n: int) -> list[float] | None:
+    """The Wilson score interval of a rate (sound at 0% and 100%, unlike the normal one). `passed` may be a
+    sum of rewards in [0, 1]: a [0, 1] variable's variance is at most the Bernoulli one of its mean, so the
+    interval stays conservative and inside [0, 1]."""
+    if n == 0:
+        return None
+    p, z2 = passed / n, Z95 * Z95
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = Z95 * math.sqrt(max(0.0, p * (1 - p)) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return [round(max(0.0, centre - half), 6), round(min(1.0, centre + half), 6)]
+
+
+def mean_ci(total: float, total_sq: float, n: int,
+            unit: bool = False) -> tuple[float | None, float | None, float | None]:
+    """Mean and its 95% interval from running sums (None when n == 0): Wilson's when `unit` (every reward
+    in [0, 1]), else the normal approximation."""
     if n == 0:
         return None, None, None
     mean = total / n
+    if unit:
+        lo, hi = wilson(total, n)  # type: ignore[misc]
+        return mean, lo, hi
     if n == 1:
         return mean, None, None
     var = max(0.0, (total_sq - n * mean * mean) / (n - 1))
@@ -42,6 +60,7 @@ class VerifyStats:
         self.kinds: Counter[str] = Counter()
         self.scored = self.passed = self.verifier_errors = self.unscored = 0
         self.reward_sum = self.reward_sq = 0.0
+        self.unit_rewards = True  # every reward so far lies in [0, 1]
         self.cost_usd = 0.0
         self.judge_calls = 0
         self.per_prompt: dict[int, list[int]] = {}  # prompt_index -> [scored samples, passed samples]
@@ -68,6 +87,7 @@ class VerifyStats:
         self.passed += bool(score.get("passed"))
         self.reward_sum += reward
         self.reward_sq += reward * reward
+        self.unit_rewards = self.unit_rewards and 0.0 <= reward <= 1.0
         counts = self.per_prompt.setdefault(int(row["prompt_index"]), [0, 0])
         counts[0] += 1
         counts[1] += bool(score.get("passed"))
@@ -86,10 +106,11 @@ class VerifyStats:
     def build(self, samples_per_prompt: int, agent: str = "model") -> dict[str, Any] | None:
         if not (self.scored or self.verifier_errors or self.unscored):
             return None
-        mean, lo, hi = mean_ci(self.reward_sum, self.reward_sq, self.scored)
+        mean, lo, hi = mean_ci(self.reward_sum, self.reward_sq, self.scored, unit=self.unit_rewards)
         return {
             "scored": self.scored, "passed": self.passed,
             "pass_rate": _round(self.passed / self.scored) if self.scored else None,
+            "pass_rate_ci95": wilson(self.passed, self.scored),
             "mean_reward": _round(mean), "mean_reward_ci95": [_round(lo), _round(hi)],
             "pass_at_k": self._over_prompts(pass_at_k, samples_per_prompt),
             "pass_hat_k": self._over_prompts(pass_hat_k, samples_per_prompt),
