@@ -56,3 +56,9 @@ def pending(indexed: list[Slot], states: dict[str, tuple[str, str | None]],
 def to_reverify(indexed: list[Slot], states: dict[str, tuple[str, str | None]]) -> list[Slot]:
     """Tasks whose agent finished but whose verification failed: verified again, agent untouched."""
     return [s for s in indexed if states.get(s.key) == ("error", VERIFIER)]
+
+
+def outside(indexed: list[Slot], states: dict[str, tuple[str, str | None]]) -> int:
+    """How many of the ledger's tasks the dataset no longer has (a row edited or removed, a lower
+    samples_per_prompt): their results stay in the ledger, out of the exports, statistics and exit code."""
+    return len(states.keys() - {slot.key for slot in indexed})

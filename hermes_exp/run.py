@@ -25,7 +25,7 @@ from hermes_exp.dataset import Scan, Slot, Task, changed_since, open_dataset, st
 from hermes_exp.inputs.harbor import check_sandbox
 from hermes_exp.errors import ConfigError, LedgerError
 from hermes_exp.guard import RunGuard
-from hermes_exp.plan import intent, pending, samples_per_prompt, to_reverify
+from hermes_exp.plan import intent, outside, pending, samples_per_prompt, to_reverify
 from hermes_exp.progress import Progress
 from hermes_exp.redact import Redactor, secret_names
 from hermes_exp.runlock import RunLock
@@ -119,10 +119,14 @@ def _run(settings: dict[str, Any], run_dir: Path, on_locked: Callable[[], None])
             try:
                 ledger.reindex(found.indexed)
                 ledger.set_meta({"dataset_tasks": str(len(found.indexed))})
-                ledger.set_selection([entry[1] for entry in found.indexed] if selection.narrows else None)
+                states = ledger.states()
+                gone = outside(found.indexed, states)
+                ledger.set_selection([entry[1] for entry in found.indexed] if selection.narrows or gone else None)
+                if gone:
+                    print(f"{gone} task(s) in the ledger are no longer in the dataset (rows edited or removed): "
+                          "kept in the ledger, left out of the outputs and statistics", file=sys.stderr)
                 if settings.get("mcp_tools"):  # for action=export, which starts no server
                     ledger.set_meta({"mcp_tools": json.dumps(settings["mcp_tools"], sort_keys=True)})
-                states = ledger.states()
                 todo = pending(found.indexed, states, wanted)
                 chosen = [entry[1] for entry in pilot.spread(found.indexed, k)] if k else []
                 todo = pilot.restrict(todo, set(chosen)) if k else todo

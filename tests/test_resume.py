@@ -236,3 +236,34 @@ def test_sweep_killed_midway_resumes_every_job(tmp_path: Path) -> None:
         assert {r["metadata"]["model"] for r in rows} == {job.split("=")[1]}
         total_calls += sum(r["api_calls"] for r in rows)
     assert agent_request_count(record) - total_calls <= 4 * 2 * 5
+
+
+def test_edited_and_removed_rows_leave_the_outputs_but_stay_in_the_ledger(tmp_path: Path, mock_server) -> None:
+    broken = {"prompt": "RUN: true\nslow check", "verify": "sleep 3"}
+    fixed = {"prompt": "RUN: true\nfixed check", "verify": "true"}
+    other = {"prompt": "RUN: true\nquick check", "verify": "true"}
+    data = write_dataset(tmp_path / "t.jsonl", [broken, other])
+    args = [f"dataset.path={data}", "run_name=edits", "verifier=command", "sandbox=local", "filters=none",
+            "verifier.timeout_seconds=0.5", f"model.base_url={mock_server.base_url}"]
+    out = tmp_path / "outputs" / "edits"
+    assert run_cli(tmp_path, *args).returncode == 3  # the slow check fails its verification
+
+    write_dataset(data, [fixed, other])  # the user fixes the row: a new task; the old one is no longer asked for
+    again = run_cli(tmp_path, *args)
+    assert again.returncode == 0, again.stderr  # the edited-away failure no longer fails the run
+    assert "1 task(s) in the ledger are no longer in the dataset" in again.stderr
+    stats = json.loads((out / "statistics.json").read_text())
+    assert stats["errors"] == {} and stats["verification"]["scored"] == 2
+    assert [r["conversations"][1]["value"] for r in read_jsonl(out / "trajectories.jsonl")] == \
+        [fixed["prompt"], other["prompt"]]
+
+    write_dataset(data, [fixed])  # a removed row leaves the outputs ...
+    assert run_cli(tmp_path, *args).returncode == 0
+    assert len(read_jsonl(out / "trajectories.jsonl")) == 1
+    calls = request_count(tmp_path / "requests.jsonl")
+    write_dataset(data, [fixed, other])  # ... and comes back from the ledger, with no model call
+    assert run_cli(tmp_path, *args).returncode == 0
+    assert len(read_jsonl(out / "trajectories.jsonl")) == 2
+    assert request_count(tmp_path / "requests.jsonl") == calls
+    with sqlite3.connect(out / "ledger.db") as db:
+        assert db.execute("SELECT COUNT(*) FROM tasks").fetchone()[0] == 3  # nothing was deleted
