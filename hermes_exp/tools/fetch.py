@@ -12,6 +12,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import httpx
@@ -35,6 +36,23 @@ def client(ctx: ToolContext) -> httpx.Client:
     """The process's shared client (connection pool); redirects are followed by `get`, not by httpx."""
     return ctx.resources.get("httpx", lambda: httpx.Client(follow_redirects=False, headers={
         "User-Agent": USER_AGENT}), lambda c: c.close())
+
+
+def json_call(http: httpx.Client, method: str, url: str, label: str, timeout: float, **kwargs: Any) -> Any:
+    """One request to a JSON API (a search backend, an images endpoint): its decoded body, or a ToolError
+    naming `label` for a timeout, an unreachable host, an HTTP error status or a body that is not JSON."""
+    try:
+        response = http.request(method, url, timeout=timeout, **kwargs)
+    except httpx.TimeoutException as exc:
+        raise ToolError(f"the {label} did not answer within {timeout:g}s") from exc
+    except httpx.HTTPError as exc:
+        raise ToolError(f"the {label} cannot be reached: {type(exc).__name__}: {exc}") from exc
+    if response.status_code >= 400:
+        raise ToolError(f"the {label} answered HTTP {response.status_code}: {response.text[:300]}")
+    try:
+        return response.json()
+    except ValueError as exc:
+        raise ToolError(f"the {label} did not answer JSON ({response.headers.get('content-type')})") from exc
 
 
 def check_url(url: str, block_private: bool, allowed: str | None = None) -> None:

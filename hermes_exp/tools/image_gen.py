@@ -13,8 +13,6 @@ import os
 import posixpath
 from typing import Any
 
-import httpx
-
 from hermes_exp.errors import ToolError
 from hermes_exp.tools import fetch
 from hermes_exp.tools.base import ToolContext, function_schema, text_arg
@@ -67,17 +65,11 @@ class ImageGenerate:
             body["response_format"] = self.response_format
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
         headers = {"Authorization": f"Bearer {key}"} if key else {}
+        answer = fetch.json_call(fetch.client(ctx), "POST", url, "images endpoint", self.timeout, json=body,
+                                 headers=headers)
         try:
-            response = fetch.client(ctx).post(url, json=body, headers=headers, timeout=self.timeout)
-        except httpx.TimeoutException as exc:
-            raise ToolError(f"the images endpoint did not answer within {self.timeout:g}s") from exc
-        except httpx.HTTPError as exc:
-            raise ToolError(f"the images endpoint cannot be reached: {type(exc).__name__}: {exc}") from exc
-        if response.status_code >= 400:
-            raise ToolError(f"the images endpoint answered HTTP {response.status_code}: {response.text[:300]}")
-        try:
-            item = (response.json().get("data") or [None])[0]
-        except (ValueError, AttributeError) as exc:
+            item = (answer.get("data") or [None])[0]
+        except (AttributeError, IndexError, TypeError) as exc:
             raise ToolError("the images endpoint did not answer with {\"data\": [...]}") from exc
         if not isinstance(item, dict) or not (item.get("b64_json") or item.get("url")):
             raise ToolError("the images endpoint answered without an image (no b64_json or url)")

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import httpx
 
 from hermes_exp.errors import ToolError
+from hermes_exp.tools import fetch
 
 
 class SearchBackend(Protocol):
@@ -59,18 +60,7 @@ class _Backend:
         return os.environ.get(self.api_key_env) if self.api_key_env else None
 
     def send(self, http: httpx.Client, method: str, url: str, timeout: float, **kwargs: Any) -> Any:
-        try:
-            response = http.request(method, url, timeout=timeout, **kwargs)
-        except httpx.TimeoutException as exc:
-            raise ToolError(f"the {self.label} did not answer within {timeout:g}s") from exc
-        except httpx.HTTPError as exc:
-            raise ToolError(f"the {self.label} cannot be reached: {type(exc).__name__}: {exc}") from exc
-        if response.status_code >= 400:
-            raise ToolError(f"the {self.label} answered HTTP {response.status_code}: {response.text[:300]}")
-        try:
-            return response.json()
-        except ValueError as exc:
-            raise ToolError(f"the {self.label} did not answer JSON ({response.headers.get('content-type')})") from exc
+        return fetch.json_call(http, method, url, self.label, timeout, **kwargs)
 
 
 def _results(items: Any, snippet_key: str, limit: int, label: str) -> list[dict[str, str]]:
