@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import html
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
+
+from httpd import QuietHandler
 
 PIXEL = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
                       "1f15c4890000000d49444154789c6360f8cf000000030101005b1a0f5c0000000049454e44ae426082")
@@ -26,32 +28,22 @@ FORM = """<!doctype html><html><head><title>Sign up</title></head><body>
 </body></html>"""
 
 
-class Handler(BaseHTTPRequestHandler):
-    def log_message(self, *args) -> None:  # quiet tests
-        pass
+HTML = "text/html; charset=utf-8"
 
-    def _send(self, body: bytes, content_type: str = "text/html; charset=utf-8", status: int = 200,
-              headers: dict[str, str] | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(body)
 
+class Handler(QuietHandler):
     def do_GET(self) -> None:
         path = urlsplit(self.path).path
         if path == "/":
-            self._send(FORM.encode())
+            self._send(200, HTML, FORM.encode())
         elif path == "/about":
-            self._send(b"<!doctype html><title>About</title><h1>About us</h1><p>We test browsers.</p>")
+            self._send(200, HTML, b"<!doctype html><title>About</title><h1>About us</h1><p>We test browsers.</p>")
         elif path == "/cat.png":
-            self._send(PIXEL, "image/png")
+            self._send(200, "image/png", PIXEL)
         elif path == "/to-denied":
-            self._send(b"", status=302, headers={"Location": self.server.denied_url})  # type: ignore[attr-defined]
+            self._send(302, HTML, b"", {"Location": self.server.denied_url})  # type: ignore[attr-defined]
         else:
-            self._send(b"<h1>not found</h1>", status=404)
+            self._send(404, HTML, b"<h1>not found</h1>")
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
@@ -59,7 +51,7 @@ class Handler(BaseHTTPRequestHandler):
         self.server.submissions.append(form)  # type: ignore[attr-defined]
         name = html.escape(form.get("name", ["nobody"])[0])
         city = html.escape(form.get("city", ["nowhere"])[0])
-        self._send(f"<!doctype html><title>Thanks</title><h1>Thanks, {name} from {city}</h1>".encode())
+        self._send(200, HTML, f"<!doctype html><title>Thanks</title><h1>Thanks, {name} from {city}</h1>".encode())
 
 
 class WebApp:

@@ -9,10 +9,12 @@ import json
 import threading
 import time
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from httpd import QuietHandler
 
 from hermes_exp.mock_services import png
 
@@ -34,11 +36,8 @@ class Recorder(ThreadingHTTPServer):
         self.root = f"http://127.0.0.1:{self.server_address[1]}"
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     server: Recorder
-
-    def log_message(self, *args: Any) -> None:
-        pass
 
     def do_GET(self) -> None:
         self._answer()
@@ -55,15 +54,6 @@ class _Handler(BaseHTTPRequestHandler):
         if route is None:
             return self._send(404, "text/html", b"<html><body>missing</body></html>")
         route(self)
-
-    def _send(self, status: int, content_type: str, body: bytes, headers: dict[str, str] | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(body)
 
     def _json(self, payload: Any, status: int = 200) -> None:
         self._send(status, "application/json", json.dumps(payload).encode())
