@@ -25,7 +25,7 @@ KILLED = 137  # what a shell reports for a command ended by SIGKILL
 class DockerBackground:
     def __init__(self, id_: str, api: Any, container_id: str, command: str, *, workdir: str,
                  env: dict[str, str]) -> None:
-        from hermes_exp.sandbox.docker import _docker
+        from hermes_exp.sandbox.docker_engine import _docker
 
         self.id, self.command, self.started = id_, command, time.time()
         self.log = OutputLog()

@@ -1,0 +1,97 @@
+"""The Docker engine as `sandbox=docker` sees it: the SDK (imported lazily, with an install hint), the
+errors that mean "the engine failed", one client per factory, the labels a run's containers carry and the
+removal of a run's containers (its leftovers at start, all of them at shutdown)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from typing import Any
+
+from hermes_exp.errors import SandboxError
+
+log = logging.getLogger(__name__)
+
+RUN_LABEL, TASK_LABEL, OWNER_LABEL = "hermes-exp.run", "hermes-exp.task", "hermes-exp.owner"
+ENGINE_HINT = ("start the engine (as root: `dockerd &`, or .ci/setup-sandboxes.sh) and export "
+               "DOCKER_HOST=unix:///path/to/docker.sock if it is not on the default socket; "
+               "or choose sandbox=bwrap or sandbox=local")
+
+
+def _docker() -> Any:
+    try:
+        import docker
+    except ImportError as exc:
+        raise SandboxError("sandbox=docker needs the `docker` Python package",
+                           "pip install 'docker>=7'") from exc
+    return docker
+
+
+def _engine_errors() -> tuple[type[BaseException], ...]:
+    import requests
+
+    return (_docker().errors.DockerException, requests.RequestException, OSError)
+
+
+def connect(base_url: str | None, pool_size: int) -> Any:
+    """A pinged client. `pool_size` kept-alive connections: every session's exec stream holds one while
+    its command runs, and the SDK's default of 10 would open and drop a connection per call beyond that."""
+    docker = _docker()
+    where = base_url or os.environ.get("DOCKER_HOST") or "the default socket"
+    size = max(int(pool_size), docker.constants.DEFAULT_MAX_POOL_SIZE)
+    try:
+        client = docker.DockerClient(base_url=base_url, max_pool_size=size) if base_url \
+            else docker.from_env(max_pool_size=size)
+        client.ping()
+    except _engine_errors() as exc:
+        raise SandboxError(f"cannot reach the Docker engine at {where}: {exc}", ENGINE_HINT) from exc
+    return client
+
+
+def owner() -> str:
+    """The OWNER_LABEL value of this process's containers."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def is_leftover(labels: dict[str, str]) -> bool:
+    """A container of this run whose creating process is gone (a crash, a kill -9, an earlier attempt).
+    Containers made by a live process (a sibling worker) or on another machine are left alone."""
+    made_by = labels.get(OWNER_LABEL)
+    if not made_by:
+        return True
+    host, _, pid = made_by.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass
+    return False
+
+
+def reap(api: Any, run_id: str, *, everything: bool) -> int:
+    """Remove this run's containers (warm-pool ones included): leftovers only, or (at shutdown) all.
+    Never other runs'."""
+    removed = 0
+    for c in api.containers(all=True, filters={"label": f"{RUN_LABEL}={run_id}"}):
+        if (everything or is_leftover(c.get("Labels") or {})) and quietly_remove(api, c["Id"]):
+            removed += 1
+    if removed:
+        log.info("removed %d container(s) of run %s", removed, run_id)
+    return removed
+
+
+def quietly_remove(api: Any, cid: str) -> bool:
+    """Force-remove a container and its anonymous volumes; never raises (cleanup must not mask the
+    error that brought us here). False if it could not be removed."""
+    try:
+        api.remove_container(cid, force=True, v=True)
+    except _docker().errors.NotFound:
+        pass
+    except _engine_errors() as exc:
+        log.warning("could not remove container %s: %s", cid[:12], exc)
+        return False
+    return True

@@ -1,0 +1,93 @@
+"""One command in a running container through `docker exec`: its output streamed to a spool file on the
+host (a flood costs disk, not memory), the clock and the command watched, and what it left killed."""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import threading
+import time
+from typing import Any
+
+from hermes_exp.errors import SandboxError
+from hermes_exp.sandbox.base import SPOOL_LIMIT, ExecResult
+from hermes_exp.sandbox.docker_engine import _engine_errors
+from hermes_exp.sandbox.process import read_bounded
+
+log = logging.getLogger(__name__)
+
+KILL_GRACE = 5.0  # seconds to wait for an exec's stream to end after killing its processes
+
+
+def run_exec(api: Any, cid: str, command: str, timeout: float, *, workdir: str, env: dict[str, str],
+             output_limit: int) -> ExecResult:
+    """Stream the output in a thread while watching the clock and the command. When the command
+    ends but background children keep its output open, or on timeout, every process of the
+    container but pid 1 is killed (`kill -9 -1`, so one command at a time per sandbox), as the
+    local backend kills the command's process group."""
+    with tempfile.TemporaryFile() as out:  # like run_group: a flood of output costs disk, not memory
+        try:
+            exec_id = api.exec_create(cid, ["sh", "-c", command], workdir=workdir, environment=env)["Id"]
+            stream = api.exec_start(exec_id, stream=True)
+            flooded = threading.Event()
+            reader = threading.Thread(target=_spool, args=(stream, out, flooded), daemon=True)
+            reader.start()
+            timed_out = _wait(api, exec_id, reader, time.monotonic() + timeout, flooded)
+            if reader.is_alive() or flooded.is_set():
+                _kill_processes(api, cid, reader)
+            code = 124 if timed_out else _exit_code(api, exec_id)
+        except _engine_errors() as exc:
+            raise SandboxError(f"docker exec failed in container {cid[:12]}: {exc}") from exc
+        text, truncated = read_bounded(out, output_limit)
+    if timed_out:
+        text += f"\n[command timed out after {timeout:g}s; its processes were killed]"
+    elif flooded.is_set():
+        text += f"\n[command killed: it printed more than {SPOOL_LIMIT >> 20} MB of output]"
+        truncated = True
+    return ExecResult(code, text, timed_out=timed_out, truncated=truncated)
+
+
+def _wait(api: Any, exec_id: str, reader: threading.Thread, deadline: float, flooded: threading.Event) -> bool:
+    """Wait for the output to end, the command to exit or flood its output; True if the deadline came
+    first."""
+    step = 0.1
+    while reader.is_alive() and not flooded.is_set():
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return True
+        reader.join(min(step, remaining))
+        step = min(step * 2, 1.0)  # quick commands answer fast; long ones cost few inspects
+        if reader.is_alive() and not api.exec_inspect(exec_id).get("Running"):
+            return False
+    return False
+
+
+def _kill_processes(api: Any, cid: str, reader: threading.Thread) -> None:
+    kill = api.exec_create(cid, ["sh", "-c", "kill -9 -1"], user="0")
+    api.exec_start(kill["Id"])
+    reader.join(KILL_GRACE)
+    if reader.is_alive():  # no `kill` in the image, or processes stuck: restart pid 1
+        log.warning("docker sandbox %s: restarting the container to stop a command", cid[:12])
+        api.restart(cid, timeout=0)
+        reader.join(KILL_GRACE)
+
+
+def _exit_code(api: Any, exec_id: str) -> int:
+    for _ in range(50):  # the engine records the exit code just after the stream ends
+        code = api.exec_inspect(exec_id).get("ExitCode")
+        if code is not None:
+            return int(code)
+        time.sleep(0.01)
+    return -1
+
+
+def _spool(stream: Any, out: Any, flooded: threading.Event) -> None:
+    """Copy the exec's output to the spool file, up to SPOOL_LIMIT bytes; past that, say so and keep
+    reading without keeping (a stream nobody reads would stall the engine) until the command is killed."""
+    for chunk in stream:
+        if flooded.is_set():
+            continue
+        if out.tell() > SPOOL_LIMIT:
+            flooded.set()
+            continue
+        out.write(chunk)

@@ -1,0 +1,77 @@
+"""`DockerSandbox`: one task's running container. Commands go through `docker exec` (docker_exec),
+files through the archive API (docker_files); `close()` force-removes the container."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hermes_exp.errors import SandboxError
+from hermes_exp.sandbox import docker_files as files
+from hermes_exp.sandbox.background import BackgroundSet
+from hermes_exp.sandbox.base import READ_LIMIT, ExecResult, confine
+from hermes_exp.sandbox.docker_engine import _engine_errors, quietly_remove
+from hermes_exp.sandbox.docker_exec import run_exec
+
+
+class DockerSandbox:
+    """A running container; `close()` force-removes it (and its anonymous volumes) whatever happened."""
+
+    def __init__(self, api: Any, container_id: str, *, workdir: str, env: dict[str, str],
+                 output_limit: int, on_close: Any) -> None:
+        self.container_id = container_id
+        self.workdir = workdir
+        self._api, self._env, self._output_limit = api, env, output_limit
+        self._on_close = on_close
+        self.background = BackgroundSet()
+        self.closed = False
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise SandboxError(f"docker sandbox {self.container_id[:12]} is closed")
+
+    def exec(self, command: str, timeout: float) -> ExecResult:
+        """See docker_exec.run_exec: one command at a time per sandbox."""
+        self._check_open()
+        return run_exec(self._api, self.container_id, command, timeout, workdir=self.workdir, env=self._env,
+                        output_limit=self._output_limit)
+
+    def spawn(self, command: str) -> Any:
+        """Start `command` in the background in this container (a timed-out exec() kills it too:
+        `kill -9 -1` is how a docker exec's leftover processes are stopped)."""
+        from hermes_exp.sandbox.docker_background import DockerBackground
+
+        self._check_open()
+        self.background.check_room()
+        try:
+            return self.background.add(DockerBackground(self.background.next_id(), self._api, self.container_id,
+                                                        command, workdir=self.workdir, env=self._env))
+        except _engine_errors() as exc:
+            raise SandboxError(f"docker exec failed in container {self.container_id[:12]}: {exc}") from exc
+
+    def resolve(self, path: str) -> str:
+        return confine(self.workdir, path)  # symlinks resolve inside the container
+
+    def read_file(self, path: str, limit: int = READ_LIMIT) -> bytes:
+        return files.read_file(self._api, self.container_id, self.workdir, path, limit)
+
+    def write_file(self, path: str, data: bytes) -> None:
+        files.write_file(self._api, self.container_id, self.workdir, path, data)
+
+    def put_archive(self, data: bytes, at: str | None = None) -> None:
+        """Unpack a tar into the container's workdir (paths relative to it), or into the existing
+        absolute folder `at` (Harbor's /tests and /solution: `at="/"`)."""
+        files.put_archive(self._api, self.container_id, at or self.workdir, data)
+
+    def get_archive(self, max_bytes: int | None = None) -> bytes | None:
+        """The container's working directory as a tar with paths relative to it (None beyond `max_bytes`)."""
+        return files.get_archive(self._api, self.container_id, self.workdir, max_bytes)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            quietly_remove(self._api, self.container_id)  # ends its background processes too
+            self.background.kill_all()
+        finally:
+            self._on_close()
