@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import open_dict
+from omegaconf import OmegaConf, open_dict
 from hydra.utils import instantiate
 
 from hermes_exp.cli import config_dir, register_resolvers
 from hermes_exp.distribution import validate
 from hermes_exp.errors import ConfigError
-from hermes_exp.settings import identity_hash, to_plain
+from hermes_exp.settings import IDENTITY_KEYS, check, identity_hash, to_plain
 from hermes_exp.agent.control import AGENTS
 from hermes_exp.verify.base import VerifyContext
 from hermes_exp.verify.registry import build
@@ -64,6 +65,22 @@ def test_option_composes_and_instantiates(group: str, option: str, tmp_path: Pat
     assert identity_hash(settings).startswith("id1:")
 
 
+@pytest.mark.parametrize("group, option", OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
+def test_option_passes_the_full_check_a_run_makes(group: str, option: str, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """settings.check, as the CLI runs it before any work: an option that composes but fails it is a bug."""
+    overrides = [f"{group}={option}", f"hydra.run.dir={tmp_path}"]
+    settings = to_plain(_compose(overrides))
+    if not uses_mock(settings):
+        # A real model's default distribution draws web toolsets whose backends a user names (search URL,
+        # keys): the preset itself is checked with a distribution that needs none.
+        settings = to_plain(_compose([*overrides, "distribution=terminal_only"]))
+    if settings["provider"].get("api_key_env"):
+        monkeypatch.setenv(settings["provider"]["api_key_env"], "sk-test")  # read from the environment only
+    drawn = check(settings)
+    assert drawn and set(drawn) <= set(settings["distribution"]["toolsets"])
+
+
 def test_model_presets_bring_their_provider() -> None:
     assert _compose(["model=sonnet"]).provider.name == "openrouter"
     assert _compose(["model=sonnet"]).model.name == "anthropic/claude-sonnet-4.6"
@@ -87,6 +104,35 @@ def test_identity_ignores_workers_and_paths_but_not_turns(tmp_path: Path) -> Non
     assert ident("verifier=command", "verifier.timeout_seconds=5") == base
     assert ident("samples_per_prompt=4") == base
     assert ident("agent=model") == base and ident("agent=oracle") != base and ident("agent=nop") != ident("agent=oracle")
+
+
+def _set(tree: dict, dotted: str, value: object) -> None:
+    *parents, leaf = dotted.split(".")
+    for part in parents:
+        if not isinstance(tree.get(part), dict):
+            tree[part] = {}
+        tree = tree[part]
+    tree[leaf] = value
+
+
+def test_keys_left_out_of_sweep_dir_names_are_not_part_of_the_identity(tmp_path: Path) -> None:
+    """A job's directory is named by its overrides minus exclude_keys, and a directory holds one experiment:
+    a key that changes the identity must stay in the name (so -m over it never mixes experiments in one
+    ledger), hence every excluded key is one settings.NOT_IDENTITY (or IDENTITY_KEYS) leaves out."""
+    excluded = list(OmegaConf.load(CONF / "config.yaml").hydra.job.config.override_dirname.exclude_keys)
+    base = to_plain(_compose([f"hydra.run.dir={tmp_path}"]))
+    identity = identity_hash(base)
+    for key in excluded:
+        changed = copy.deepcopy(base)
+        _set(changed, key, "hx-another-value")
+        assert identity_hash(changed) == identity, f"{key} is part of the identity but left out of sweep dir names"
+    # The rule holds for the never-saved keys too: ephemeral_system_prompt and prefill_messages change
+    # results, so they name sweep directories (their values appear in the name though never in a file).
+    for key in IDENTITY_KEYS:
+        assert key not in excluded
+    changed = copy.deepcopy(base)
+    _set(changed, "ephemeral_system_prompt", "be brief")
+    assert identity_hash(changed) != identity
 
 
 @pytest.mark.parametrize("toolset", TOOLSETS)
