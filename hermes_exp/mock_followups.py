@@ -28,6 +28,8 @@ def steps(tools: list[str], site: str | None, prompt: str = "") -> list[list[Cal
         first.append(("browser_navigate", {"url": site}))
         second += [("browser_type", {"ref": "{{ref:textbox}}", "text": "Hermes"}),
                    ("browser_click", {"ref": "{{ref:button}}"})]
+        if "browser_vision" in tools:  # a look at the page the form answered with, labels on
+            second.append(("browser_vision", {"question": "What does the page show?", "annotate": True}))
     return [s for s in (first, second) if s]
 
 

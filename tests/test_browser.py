@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import signal
+import struct
 import time
 import uuid
 from collections.abc import Iterator
@@ -133,6 +134,19 @@ def test_scroll_images_and_console(session: BrowserSession, app: WebApp) -> None
     assert any("boom later" in m["text"] for m in console["messages"] if m["type"] == "exception")
     assert console["result"] == '"Sign up 3"'
     assert session.call("browser_console", {})["messages"] == []
+
+
+def test_vision_screenshot_with_and_without_labels(session: BrowserSession, app: WebApp) -> None:
+    session.call("browser_navigate", {"url": app.url + "/"})
+    plain = session.call("browser_vision", {"question": "what is here?"})
+    labelled = session.call("browser_vision", {"question": "what is here?", "annotate": True})
+    assert plain["title"] == "Sign up" and plain["annotated"] is False and labelled["annotated"] is True
+    for shot in (plain["png"], labelled["png"]):
+        assert shot.startswith(b"\x89PNG") and struct.unpack(">II", shot[16:24]) == (1280, 720)
+    assert plain["png"] != labelled["png"]  # the [N] labels are drawn on the page ...
+    again = session.call("browser_vision", {"question": "what is here?"})
+    assert again["png"] == plain["png"]  # ... and taken off again after the screenshot
+    assert session.call("browser_console", {"expression": "document.getElementById('__hx_labels')"})["result"] == "null"
 
 
 def test_url_policy(chromium: Chromium, app: WebApp) -> None:

@@ -54,12 +54,14 @@ def test_demo_uses_browser_process_and_mcp_then_stops_them(tmp_path: Path) -> No
     rows = read_jsonl(tmp_path / "outputs/tb/trajectories.jsonl")
     assert len(rows) == 3
     used = {tool for row in rows for tool, s in row["tool_stats"].items() if s["count"]}
-    assert {"process", "browser_navigate", "browser_type", "browser_click", "mcp_calc_add"} <= used
+    assert {"process", "browser_navigate", "browser_type", "browser_click", "browser_vision", "mcp_calc_add"} <= used
     for row in rows:
         assert {"mcp_calc_add", "mcp_calc_whoami", "process", "browser_console"} <= set(row["tool_stats"])
         assert row["tool_stats"]["mcp_calc_add"] == {"count": 1, "success": 1, "failure": 0}
         tool_turns = "\n".join(c["value"] for c in row["conversations"] if c["from"] == "tool")
         assert "Thanks" in tool_turns and "background job done" in tool_turns
+        if row["tool_stats"]["browser_vision"]["count"]:  # the screenshot went to the vision model
+            assert "I see a 1280x720 PNG image" in tool_turns and ".browser/screenshot-1.png" in tool_turns
     assert leftovers(marker) == [], "a browser or MCP server outlived the run"
     again = run_cli(tmp_path, f"dataset.path={data}", "run_name=tb", "action=export", *with_marker(marker))
     assert again.returncode == 0, again.stderr[-2000:]

@@ -13,6 +13,8 @@ from urllib.parse import urljoin
 
 from hermes_exp.errors import ToolError
 from hermes_exp.sandbox.base import truncate
+from hermes_exp.tools import browser_vision
+from hermes_exp.tools.base import text_arg
 from hermes_exp.tools.browser_runtime import Chromium, UrlPolicy
 from hermes_exp.tools.browser_schemas import SCHEMAS
 
@@ -172,6 +174,12 @@ class BrowserSession:
         images = await self._page.evaluate(_IMAGES_JS)
         return {**await self._state(snapshot=False), "images": images[:200], "count": len(images)}
 
+    async def _vision(self, args: dict[str, Any]) -> dict[str, Any]:
+        annotate = bool(args.get("annotate"))
+        snapshot = await self._page.aria_snapshot(mode="ai") if annotate else ""
+        png = await browser_vision.screenshot(self._page, compact(snapshot), annotate, self._action_ms)
+        return {**await self._state(snapshot=False), "png": png, "annotated": annotate}
+
     async def _console(self, args: dict[str, Any]) -> dict[str, Any]:
         result: dict[str, Any] = {**await self._state(snapshot=False), "messages": list(self.console)}
         expression = args.get("expression")
@@ -230,7 +238,7 @@ class BrowserSession:
 
 
 class BrowserTool:
-    """One browser tool (the Tool protocol of tools/base.py); conf/toolset/browser.yaml names the nine,
+    """One browser tool (the Tool protocol of tools/base.py); conf/toolset/browser.yaml names the ten,
     all with the toolset's one `settings` block. The Chromium is the worker process's (`ctx.resources`),
     the session the task's (`ctx.task`), so it closes with the task. With block_private the mock
     server's site (`ctx.services`) stays reachable."""
@@ -248,6 +256,9 @@ class BrowserTool:
         self._session = {"action_timeout": float(conf.pop("action_timeout", 10)),
                          "navigation_timeout": float(conf.pop("navigation_timeout", 30)),
                          "max_snapshot_chars": int(conf.pop("max_snapshot_chars", 15000))}
+        from hermes_exp.tools.vision import VisionAnalyze
+
+        self._vision = VisionAnalyze(model=conf.pop("vision_model", None))  # browser_vision's model
         if conf:
             raise ValueError(f"unknown browser settings {sorted(conf)}; see conf/toolset/browser.yaml")
 
@@ -256,6 +267,8 @@ class BrowserTool:
             import playwright  # noqa: F401
         except ImportError:
             return "needs the `playwright` package: pip install 'hermes-exp[browser]'"
+        if self.schema["name"] == "browser_vision" and (why := self._vision.missing(mock)):
+            return why.replace("toolsets.vision.tools.vision_analyze.model", "toolsets.browser.settings.vision_model")
         path = self._launch["executable_path"]
         if not os.access(path, os.X_OK):
             return f"no Chromium at {path}: apt-get install chromium, or set toolsets.browser.settings.executable_path"
@@ -266,4 +279,8 @@ class BrowserTool:
         policy = UrlPolicy(**self._policy, trusted=[ctx.services] if getattr(ctx, "services", None) else [])
         session = ctx.task.get("browser", lambda: BrowserSession(chromium, policy, **self._session),
                                BrowserSession.close)
-        return session.call(self.schema["name"], args)
+        name = self.schema["name"]
+        if name != "browser_vision":
+            return session.call(name, args)
+        question = text_arg(args, "question")
+        return browser_vision.see(self._vision, ctx, session.call(name, args), question)

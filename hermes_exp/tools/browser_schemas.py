@@ -54,6 +54,18 @@ BROWSER_TOOLS: list[dict[str, Any]] = [
     _tool("browser_get_images",
           "Get a list of all images on the current page with their URLs and alt text. Useful for finding images "
           "to analyze with the vision tool. Requires browser_navigate to be called first."),
+    _tool("browser_vision",
+          "Take a screenshot of the current page and analyze it with vision AI. Use this when you need to visually "
+          "understand what's on the page - especially useful for CAPTCHAs, visual verification challenges, complex "
+          "layouts, or when the text snapshot doesn't capture important visual information. Returns both the AI "
+          "analysis and a screenshot_path that you can share with the user by including MEDIA:<screenshot_path> "
+          "in your response. Requires browser_navigate to be called first.",
+          {"question": {"type": "string", "description": "What you want to know about the page visually. Be "
+                                                         "specific about what you're looking for."},
+           "annotate": {"type": "boolean", "default": False,
+                        "description": "If true, overlay numbered [N] labels on interactive elements. Each [N] maps "
+                                       "to ref @eN for subsequent browser commands. Useful for QA and spatial "
+                                       "reasoning about page layout."}}, ["question"]),
     _tool("browser_console",
           "Get browser console output and JavaScript errors from the current page. Returns console.log/warn/"
           "error/info messages and uncaught JS exceptions. Requires browser_navigate to be called first. When "

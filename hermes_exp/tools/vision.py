@@ -51,7 +51,11 @@ class VisionAnalyze:
     def __call__(self, ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         source = text_arg(args, "image_url")
         question = text_arg(args, "question")
-        data = self._load(ctx, source)
+        return self.analyze(ctx, question, self._load(ctx, source), source)
+
+    def analyze(self, ctx: ToolContext, question: str, data: bytes, source: str,
+                tool: str = "vision_analyze") -> dict[str, Any]:
+        """Ask the vision model `question` about the image `data` (also what browser_vision sends)."""
         mime = sniff_image(data)
         if mime is None:
             raise ToolError(f"{source} is not a PNG, JPEG, GIF or WebP image")
@@ -59,13 +63,13 @@ class VisionAnalyze:
         messages = [{"role": "user", "content": [{"type": "text", "text": question},
                                                  {"type": "image_url", "image_url": {"url": url}}]}]
         try:
-            reply = self._complete(ctx, messages)
+            reply = self._complete(ctx, messages, tool)
         except ProviderError as exc:
             if exc.transient or exc.stop_run or exc.error_class == "budget":
                 raise  # the task fails (and is retried) rather than look done without its tool
             raise ToolError(f"the vision model refused the request: {exc}") from exc
         ctx.model_calls.append({**reply.usage, "served_by": reply.served_by, "attempts": reply.attempts,
-                                "tool": "vision_analyze"})
+                                "tool": tool})
         content = reply.message.get("content")
         if isinstance(content, list):
             content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
@@ -83,9 +87,9 @@ class VisionAnalyze:
             raise ToolError(f"{source} is {len(data):,} bytes, over max_image_bytes={self.max_image_bytes:,}")
         return data
 
-    def _complete(self, ctx: ToolContext, messages: list[dict[str, Any]]) -> Any:
+    def _complete(self, ctx: ToolContext, messages: list[dict[str, Any]], tool: str) -> Any:
         if ctx.model is None:
-            raise ToolError("vision_analyze has no model client in this context")
+            raise ToolError(f"{tool} has no model client in this context")
         if self.model is None:
             return ctx.model.complete(messages, [])
         client = ctx.resources.get(f"vision-model:{self.model['name']}", lambda: self._client(ctx))
