@@ -14,6 +14,9 @@ from typing import Any
 import httpcore2
 import httpx2
 
+
+from hermes_exp.agent.pools import PerThreadTransport
+
 _local = threading.local()  # the sync client does all I/O of a request in the caller's thread
 
 
@@ -90,9 +93,15 @@ def _with_deadline(transport: httpx2.HTTPTransport) -> httpx2.HTTPTransport:
 class DeadlineHTTPClient(httpx2.Client):
     """An httpx client whose transports (direct and through proxies) honour `attempt_deadline`."""
 
-    def _init_transport(self, *args: Any, **kwargs: Any) -> httpx2.BaseTransport:
-        transport = super()._init_transport(*args, **kwargs)
-        return _with_deadline(transport) if isinstance(transport, httpx2.HTTPTransport) else transport
+    def _init_transport(self, verify: Any = True, cert: Any = None, trust_env: bool = True,
+                        **kwargs: Any) -> httpx2.BaseTransport:
+        transport = kwargs.pop("transport", None)
+        if transport is not None:
+            return transport
+        # one TLS context (loading the CA store is costly) for the pool of each session thread (agent/pools.py)
+        context = httpx2.create_ssl_context(verify=verify, cert=cert, trust_env=trust_env)
+        return PerThreadTransport(lambda: _with_deadline(httpx2.HTTPTransport(verify=context, trust_env=trust_env,
+                                                                              **kwargs)))
 
     def _init_proxy_transport(self, *args: Any, **kwargs: Any) -> httpx2.BaseTransport:
         transport = super()._init_proxy_transport(*args, **kwargs)
