@@ -24,6 +24,7 @@ class PreparedPost:
         self._headers = [(k, v) for k, v in template.headers.raw if k.lower() not in _PER_CALL]
         self._extensions = dict(template.extensions)
         self._http = http
+        self._transport = http._transport_for_url(self.url)  # the client's (or its proxy's) transport
 
     def request(self, body: dict[str, Any]) -> httpx2.Request:
         """The request of one call: the body serialised once, as the SDK serialises it."""
@@ -32,8 +33,21 @@ class PreparedPost:
                               extensions=self._extensions)
 
     def send(self, request: httpx2.Request) -> httpx2.Response:
-        """Raises httpx2's exceptions (the caller maps them to the SDK's), never on an HTTP status."""
-        return self._http.send(request)
+        """The read response. Raises httpx2's exceptions (the caller maps them to the SDK's), never on
+        an HTTP status. Straight through the client's transport: the client adds no auth, hooks or
+        cookies to these requests, and its per-request layers for them cost as much CPU as the
+        exchange; a redirect is followed by the client itself, as before."""
+        response = self._transport.handle_request(request)
+        response.request = request
+        if response.has_redirect_location:
+            response.close()
+            return self._http.send(request)
+        try:
+            response.read()
+        except BaseException:
+            response.close()
+            raise
+        return response
 
 
 def decoded(response: httpx2.Response) -> Any:
