@@ -9,15 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hermes_exp.cost import Pricing
-from hermes_exp.errors import ConfigError, ProviderError
-
-
-class BudgetExhausted(ProviderError):
-    """The next call could take the run over `budget.max_cost_usd`. The task stops; the parent stops the
-    run, records what the task spent and leaves it pending, so a run with a higher budget continues it."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, transient=False, error_class="budget", stop_run="budget")
+from hermes_exp.errors import BudgetExhausted, ConfigError, ProviderError
 
 
 @dataclass(frozen=True)

@@ -4,11 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from hermes_exp.stops import RunStop
+
 
 class HermesExpError(Exception):
-    """An error the user can act on. `hint` says how to fix it; the CLI prints both and exits non-zero."""
+    """An error the user can act on. `hint` says how to fix it; the CLI prints both and exits non-zero.
+
+    An error that ends a task says what the task's result records: `error_class` (the ledger's class),
+    `transient` (whether running the task again may help), `stop_run` (a run-wide cause, see
+    hermes_exp.stops.RunStop) and `outcome` (the conversation so far, when one had started)."""
 
     exit_code = 2
+    error_class = "internal"
+    transient = False
+    stop_run: str | None = None
+    outcome: Any = None
 
     def __init__(self, message: str, hint: str = "") -> None:
         super().__init__(message)
@@ -42,6 +52,9 @@ class StorageError(HermesExpError):
 class SandboxError(HermesExpError):
     """A sandbox could not be opened or used (engine down, image missing, bubblewrap absent)."""
 
+    error_class = "sandbox"
+    transient = True
+
 
 class ToolError(Exception):
     """A tool call failed in a way the model should see as the tool's error result."""
@@ -49,7 +62,7 @@ class ToolError(Exception):
 
 class ProviderError(Exception):
     """A model call failed. `transient` says whether retrying may help; `error_class` goes to the ledger.
-    `stop_run` names a run-wide cause ("auth", "budget") that the parent may stop the whole run for.
+    `stop_run` names a run-wide cause (a hermes_exp.stops.RunStop) that the parent may stop the whole run for.
     `outcome` is the conversation so far (an agent.loop.Outcome), set by the turn loop: the calls already
     made, and paid for, stay on record."""
 
@@ -60,6 +73,18 @@ class ProviderError(Exception):
         self.error_class = error_class
         self.stop_run = stop_run
         self.outcome = outcome
+
+
+class BudgetExhausted(ProviderError):
+    """The next call could take the run over `budget.max_cost_usd`. The task stops; the parent stops the
+    run, records what the task spent and leaves it pending, so a run with a higher budget continues it."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, transient=False, error_class="budget", stop_run=RunStop.BUDGET)
+
+
+class Cancelled(Exception):
+    """The run is stopping (Ctrl-C, SIGTERM, budget): end this conversation without a result."""
 
 
 class RunStopped(HermesExpError):

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 from hermes_exp.agent.retry import RetryPolicy
 from hermes_exp.budget import BudgetLimits
 from hermes_exp.errors import RunStopped
+from hermes_exp.stops import RunStop
 
 T = TypeVar("T")
 
@@ -22,7 +23,7 @@ class RunGuard:
         self.limit = BudgetLimits.from_settings(settings).max_cost_usd
         self.spent = spent
         self.auth_threshold = RetryPolicy.from_config(settings["model"].get("retry")).stop_after_auth_failures
-        self.stopped: str | None = None
+        self.stopped: RunStop | None = None
         self._auth_streak = 0
         self._last_error = ""
         self._limiters: dict[str, tuple[int, int]] = {}  # worker process -> (concurrency, 429s seen)
@@ -42,19 +43,19 @@ class RunGuard:
         spent = float(result.get("spent_usd") or 0.0)
         self.spent += spent
         cause = result.get("stop_run") if result.get("state") == "error" else None
-        self._auth_streak = self._auth_streak + 1 if cause == "auth" else 0
-        if cause == "auth" and self._auth_streak >= self.auth_threshold:
-            self._stop("auth", result.get("error", ""))
-        if cause == "sweep_budget":
-            self._stop("sweep_budget", result.get("error", ""))
-        if cause == "budget" or (self.limit is not None and self.spent >= self.limit):
-            self._stop("budget", result.get("error", "") if cause == "budget" else "")
-        keep = result.get("state") != "cancelled" and cause not in ("budget", "sweep_budget")
+        self._auth_streak = self._auth_streak + 1 if cause == RunStop.AUTH else 0
+        if cause == RunStop.AUTH and self._auth_streak >= self.auth_threshold:
+            self._stop(RunStop.AUTH, result.get("error", ""))
+        if cause == RunStop.SWEEP_BUDGET:
+            self._stop(RunStop.SWEEP_BUDGET, result.get("error", ""))
+        if cause == RunStop.BUDGET or (self.limit is not None and self.spent >= self.limit):
+            self._stop(RunStop.BUDGET, result.get("error", "") if cause == RunStop.BUDGET else "")
+        keep = result.get("state") != "cancelled" and cause not in (RunStop.BUDGET, RunStop.SWEEP_BUDGET)
         if not keep and spent:
             ledger.add_spend(result["key"], spent)
         return keep
 
-    def _stop(self, cause: str, error: str) -> None:
+    def _stop(self, cause: RunStop, error: str) -> None:
         if not self.stopped:
             self.stopped, self._last_error = cause, error
             print(f"\nstopping the run ({cause}): no new tasks are started", file=sys.stderr)
@@ -74,7 +75,7 @@ class RunGuard:
 
     def check(self) -> None:
         """Raise RunStopped (non-zero exit) if the run was stopped; call after the outputs are written."""
-        if self.stopped == "auth":
+        if self.stopped == RunStop.AUTH:
             provider = self.settings["provider"]
             raise RunStopped(
                 f"stopped early: {self.auth_threshold} model calls in a row failed authentication "
@@ -82,13 +83,13 @@ class RunGuard:
                 f"{self._last_error}",
                 f"check the API key in ${provider.get('api_key_env') or '(no key configured)'} and that it may "
                 "use this model; finished tasks are saved and the same command resumes")
-        if self.stopped == "sweep_budget":
+        if self.stopped == RunStop.SWEEP_BUDGET:
             limit = (self.settings.get("budget") or {}).get("sweep_max_cost_usd")
             raise RunStopped(
                 f"{self._last_error}; this job spent ${self.spent:.6f} (every invocation counted); its unfinished "
                 "tasks were left pending",
                 f"raise it, e.g. budget.sweep_max_cost_usd={_suggest(limit)}, and run the same sweep again to continue")
-        if self.stopped == "budget":
+        if self.stopped == RunStop.BUDGET:
             why = f" ({self._last_error})" if self._last_error else ""
             raise RunStopped(
                 f"budget reached: ${self.spent:.6f} spent by this run (every invocation counted) of "

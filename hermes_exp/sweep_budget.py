@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hermes_exp.budget import BudgetExhausted
+from hermes_exp.errors import BudgetExhausted
+from hermes_exp.stops import RunStop
 
 FILE = "sweep_budget.db"
 WAIT_SECONDS = 120.0  # how long a call waits for calls in flight elsewhere to settle before giving up
@@ -22,7 +23,7 @@ class SweepBudgetExhausted(BudgetExhausted):
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
-        self.stop_run = "sweep_budget"
+        self.stop_run = RunStop.SWEEP_BUDGET
 
 
 class SweepBudget:

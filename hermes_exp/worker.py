@@ -15,10 +15,10 @@ from hydra.utils import instantiate
 
 from hermes_exp.agent.control import agent_kind, run_nop, run_oracle
 from hermes_exp.agent.limits import for_row
-from hermes_exp.agent.loop import Cancelled, Outcome, run_agent
+from hermes_exp.agent.loop import Outcome, run_agent
 from hermes_exp.dataset import Task
 from hermes_exp.distribution import draw
-from hermes_exp.errors import HermesExpError, ProviderError, SandboxError
+from hermes_exp.errors import Cancelled, HermesExpError, ProviderError
 from hermes_exp.inputs import dataset_base_dir
 from hermes_exp.redact import Redactor, secret_names, wipe_environ_block
 from hermes_exp.sandbox.base import Sandbox, SandboxFactory
@@ -181,22 +181,27 @@ def _attempt(settings: dict[str, Any], task: Task) -> dict[str, Any]:
         _session(runtime, client, task, tools, settings, result)
     except Cancelled:
         result["state"] = "cancelled"
-    except ProviderError as exc:
-        result.update(state="error", error_class=exc.error_class, transient=exc.transient, error=str(exc),
-                      stop_run=exc.stop_run)
-        partial: Outcome | None = exc.outcome
-        if partial is not None:
-            result.update(api_calls=partial.api_calls, usage=partial.usage, messages=partial.messages)
-    except SandboxError as exc:
-        result.update(state="error", error_class="sandbox", transient=True, error=str(exc))
-    except HermesExpError as exc:
-        result.update(state="error", error_class="internal", transient=False, error=str(exc))
     except Exception as exc:  # a bug must fail its own task, never the batch
-        result.update(state="error", error_class="internal", transient=False,
-                      error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}")
+        result.update(_failed(exc))
     result["spent_usd"] = (client.meter.spent if client is not None else 0.0) + score_cost(result.get("score"))
     result["finished_at"] = time.time()
     return result
+
+
+def _failed(exc: Exception) -> dict[str, Any]:
+    """A task's error fields, read from the exception that ended it: its class, whether a retry may
+    help, a run-wide cause and the conversation so far. Any other exception is a bug: `internal`, with
+    where it happened."""
+    if not isinstance(exc, (HermesExpError, ProviderError)):
+        return {"state": "error", "error_class": "internal", "transient": False,
+                "error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}"}
+    failed = {"state": "error", "error_class": exc.error_class, "transient": exc.transient, "error": str(exc)}
+    if exc.stop_run is not None:
+        failed["stop_run"] = exc.stop_run
+    partial: Outcome | None = exc.outcome
+    if partial is not None:
+        failed.update(api_calls=partial.api_calls, usage=partial.usage, messages=partial.messages)
+    return failed
 
 
 def _session(runtime: Runtime, client: Any, task: Task, tools: list[dict[str, Any]], settings: dict[str, Any],

@@ -16,6 +16,7 @@ from typing import Any
 
 from hermes_exp.agent.loop import Outcome
 from hermes_exp.sandbox.base import Sandbox
+from hermes_exp.stops import Stop
 from hermes_exp.verify.files import put_files
 
 AGENTS = ("model", "oracle", "nop")
@@ -32,7 +33,7 @@ def _opening(settings: dict[str, Any], row: dict[str, Any]) -> list[dict[str, An
 
 def run_nop(settings: dict[str, Any], row: dict[str, Any]) -> Outcome:
     messages = _opening(settings, row) + [{"role": "assistant", "content": ""}]
-    return Outcome(messages=messages, completed=True, stop_reason="agent=nop: did nothing")
+    return Outcome(messages=messages, completed=True, stop_reason=Stop.NOP)
 
 
 def run_oracle(sandbox: Sandbox, settings: dict[str, Any], row: dict[str, Any], base_dir: str) -> Outcome:
@@ -41,7 +42,7 @@ def run_oracle(sandbox: Sandbox, settings: dict[str, Any], row: dict[str, Any], 
     solution = row.get("solution")
     if not isinstance(solution, str) or not solution.strip():
         messages.append({"role": "assistant", "content": "agent=oracle: this row has no `solution`"})
-        return Outcome(messages=messages, stop_reason="agent=oracle: no solution in the row")
+        return Outcome(messages=messages, stop_reason=Stop.ORACLE_NO_SOLUTION)
     put_files(sandbox, row.get("solution_files"), base_dir, str(row.get("solution_dir") or ""), "solution_files")
     timeout = float((settings.get("agent") or {}).get("timeout_seconds", 600))
     task_seconds = (settings.get("limits") or {}).get("task_seconds")
@@ -55,5 +56,5 @@ def run_oracle(sandbox: Sandbox, settings: dict[str, Any], row: dict[str, Any], 
                  {"role": "tool", "tool_call_id": "oracle_0", "name": "terminal", "content": content},
                  {"role": "assistant", "content": f"agent=oracle: the solution exited {done.exit_code}"}]
     failed = done.exit_code != 0 or done.timed_out
-    return Outcome(messages=messages, completed=True, stop_reason="agent=oracle: ran the solution",
+    return Outcome(messages=messages, completed=True, stop_reason=Stop.ORACLE_RAN,
                    tool_calls=[{"name": "terminal", "failed": failed, "offered": True, "seconds": 0.0}])

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from hermes_exp.errors import ConfigError, ProviderError
+from hermes_exp.stops import Stop
 
-CONTEXT_OVERFLOW = "context_overflow"
 # What providers say when the prompt does not fit the model's context (OpenAI, Anthropic, OpenRouter,
 # vLLM, llama.cpp); only on a 400/413, never on a transient status.
 _OVERFLOW = re.compile(r"context[ _]length|maximum context|context window|prompt is too long|too many tokens|"
@@ -40,12 +40,12 @@ class TaskLimits:
                                   f"set limits.{key}=<n> or null for no limit")
         return cls(raw.get("task_seconds"), raw.get("task_tokens"))
 
-    def reached(self, started: float, usage: list[dict[str, Any]]) -> str | None:
+    def reached(self, started: float, usage: list[dict[str, Any]]) -> Stop | None:
         """The stop reason of a limit this sample has reached, else None (checked between turns)."""
         if self.seconds is not None and time.monotonic() - started >= self.seconds:
-            return "task_seconds"
+            return Stop.TASK_SECONDS
         if self.tokens is not None and tokens_used(usage) >= self.tokens:
-            return "task_tokens"
+            return Stop.TASK_TOKENS
         return None
 
 

@@ -7,8 +7,9 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from hermes_exp.agent.limits import CONTEXT_OVERFLOW, TaskLimits, is_context_overflow, tokens_used
-from hermes_exp.errors import ProviderError
+from hermes_exp.agent.limits import TaskLimits, is_context_overflow, tokens_used
+from hermes_exp.errors import Cancelled, ProviderError
+from hermes_exp.stops import Stop
 from hermes_exp.tools.registry import is_failure
 from hermes_exp.tools.toolbox import Toolbox
 
@@ -19,10 +20,6 @@ if TYPE_CHECKING:  # the client (and openai) are imported only by runs that call
 MAX_CONSECUTIVE_INVALID = 3
 
 
-class Cancelled(Exception):
-    """The run is stopping (Ctrl-C, SIGTERM, budget): end this conversation without a result."""
-
-
 @dataclass
 class Outcome:
     """What one conversation produced: the saved messages (without ephemeral parts) and facts."""
@@ -31,12 +28,12 @@ class Outcome:
     api_calls: int = 0
     completed: bool = False
     partial: bool = False
-    stop_reason: str = ""  # final_answer, max_turns, invalid_tool_calls, context_overflow, task_seconds, task_tokens
+    stop_reason: str = ""  # a hermes_exp.stops.Stop
     stop_detail: str = ""
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     usage: list[dict[str, Any]] = field(default_factory=list)
 
-    def stop(self, reason: str, detail: str, partial: bool = True) -> Outcome:
+    def stop(self, reason: Stop, detail: str, partial: bool = True) -> Outcome:
         self.stop_reason, self.stop_detail, self.partial = reason, detail, partial
         return self
 
@@ -80,19 +77,19 @@ def run_agent(client: ModelClient, toolbox: Toolbox, prompt: str, tools: list[di
             return out.stop(reached, f"limits.{reached} reached ({_spent(reached, started, out)})")
         reply = _call(client, wire, tools, out)
         if reply is None:
-            return out.stop(CONTEXT_OVERFLOW, "the provider refused the prompt: it exceeds the model's context")
+            return out.stop(Stop.CONTEXT_OVERFLOW, "the provider refused the prompt: it exceeds the model's context")
         saved.append({**reply.message, "role": "assistant"})
         wire.append(to_wire(reply.message))
         if reply.finish_reason == "length":
-            return out.stop(CONTEXT_OVERFLOW, "finish_reason=length: the answer was cut at the token limit")
+            return out.stop(Stop.CONTEXT_OVERFLOW, "finish_reason=length: the answer was cut at the token limit")
         calls = reply.message.get("tool_calls") or []
         if not calls:
             out.completed = True
-            return out.stop("final_answer", "the model answered without a tool call", partial=False)
+            return out.stop(Stop.FINAL_ANSWER, "the model answered without a tool call", partial=False)
         invalid_streak = _run_calls(toolbox, calls, offered, out, wire, invalid_streak)
         if invalid_streak >= MAX_CONSECUTIVE_INVALID:
-            return out.stop("invalid_tool_calls", f"{invalid_streak} invalid tool calls in a row")
-    return out.stop("max_turns", f"max_turns ({settings['max_turns']}) reached without a final answer", partial=False)
+            return out.stop(Stop.INVALID_TOOL_CALLS, f"{invalid_streak} invalid tool calls in a row")
+    return out.stop(Stop.MAX_TURNS, f"max_turns ({settings['max_turns']}) reached without a final answer", partial=False)
 
 
 def _call(client: ModelClient, wire: list[dict[str, Any]], tools: list[dict[str, Any]], out: Outcome) -> Reply | None:
@@ -111,8 +108,8 @@ def _call(client: ModelClient, wire: list[dict[str, Any]], tools: list[dict[str,
     return reply
 
 
-def _spent(reached: str, started: float, out: Outcome) -> str:
-    if reached == "task_seconds":
+def _spent(reached: Stop, started: float, out: Outcome) -> str:
+    if reached == Stop.TASK_SECONDS:
         return f"{time.monotonic() - started:.1f} s"
     return f"{tokens_used(out.usage)} tokens"
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hermes_exp.errors import ConfigError, ProviderError
+from hermes_exp.stops import RunStop
 
 # Statuses a later attempt may get past: timeouts, conflicts, rate limits, server and gateway errors.
 TRANSIENT_STATUS = frozenset({408, 409, 425, 429})
@@ -40,7 +41,7 @@ class Failure:
         """The task's error once we stop trying. An authentication failure is not retried in this run
         (nothing changes until the key does) but stays class `provider`, which a re-run retries."""
         if self.auth:
-            error = ProviderError(self.message, transient=False, stop_run="auth")
+            error = ProviderError(self.message, transient=False, stop_run=RunStop.AUTH)
         elif self.transient:
             error = ProviderError(f"{self.message} (gave up after {attempts} attempts)", transient=True)
         else:
@@ -135,7 +136,7 @@ class AuthCircuit:
         with self._lock:
             if self._streak >= self.threshold:
                 raise ProviderError(f"not sent: {self._streak} calls in a row failed authentication "
-                                    f"(last: {self._last})", transient=False, stop_run="auth")
+                                    f"(last: {self._last})", transient=False, stop_run=RunStop.AUTH)
 
     def record(self, failure: Failure | None) -> None:
         with self._lock:
