@@ -60,8 +60,8 @@ class Budget:
     def for_process(cls, settings: dict[str, Any], limit: float | None, spent: float) -> Budget:
         """Threads share one Budget. Worker processes share no memory, so each gets an equal share of
         what is left: together they stay under the limit (and may stop a little before it). How many
-        processes there are is the executor's word (settings["runtime"]["processes"])."""
-        processes = int((settings.get("runtime") or {}).get("processes") or 1)
+        processes there are is the executor's word (settings["invocation"]["processes"])."""
+        processes = int((settings.get("invocation") or {}).get("processes") or 1)
         if limit is None or processes <= 1:
             return cls(limit, spent)
         share = spent + max(0.0, limit - spent) / processes

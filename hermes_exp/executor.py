@@ -36,7 +36,7 @@ class JoblibExecutor:
 
     def map_unordered(self, fn: Callable[..., dict[str, Any]], settings: dict[str, Any],
                       tasks: Iterable[Any]) -> Iterator[dict[str, Any]]:
-        """fn(settings, task) for every task, with settings["runtime"]["processes"] set by the executor."""
+        """fn(settings, task) for every task, with settings["invocation"]["processes"] set by the executor."""
         with self.cluster() as cluster, parallel_config(backend=self.backend):
             settings = with_processes(settings, self.processes(cluster))
             parallel = Parallel(n_jobs=self.n_jobs, return_as="generator_unordered", pre_dispatch=self.pre_dispatch)
@@ -44,7 +44,7 @@ class JoblibExecutor:
 
 
 def with_processes(settings: dict[str, Any], processes: int) -> dict[str, Any]:
-    return {**settings, "runtime": {**settings.get("runtime", {}), "processes": max(1, int(processes))}}
+    return {**settings, "invocation": {**settings.get("invocation", {}), "processes": max(1, int(processes))}}
 
 
 def _missing(package: str, extra: str) -> ConfigError:

@@ -203,9 +203,9 @@ def _dispatch(settings: dict[str, Any], ledger: Ledger, found: Scan, todo: list[
     ran = calls = 0
     interrupted = False
     with model_endpoint(settings) as base_url, Watchdog(run_id):
-        settings = {**settings, "runtime": {**settings.get("runtime", {}), "base_url": base_url, "run_id": run_id,
-                                            "spent_usd": guard.spent, "invocation": invocation,
-                                            "parent_pid": os.getpid()}}
+        settings = {**settings, "invocation": {**settings.get("invocation", {}), "base_url": base_url,
+                                               "run_id": run_id, "spent_usd": guard.spent, "id": invocation,
+                                               "parent_pid": os.getpid()}}
         try:
             probe(base_url)
             _preflight(settings, found.images, own_images=bool(getattr(found.source, "own_images", False)))

@@ -46,8 +46,8 @@ def _score(settings: dict[str, Any], ledger: Ledger, keys: list[str], filters: l
     run_id = run_id_for(ledger.path.parent)
     executor = instantiate(settings["executor"])
     with model_endpoint(settings) as base_url:
-        runtime = {**settings["runtime"], "base_url": base_url, "run_id": run_id, "spent_usd": ledger.spent_usd()}
-        scoped = {**settings, "runtime": runtime}
+        invocation = {**settings["invocation"], "base_url": base_url, "run_id": run_id, "spent_usd": ledger.spent_usd()}
+        scoped = {**settings, "invocation": invocation}
         try:
             return rescore.reverify(executor, scoped, ledger, rescore.rows_of(ledger, keys), filters)
         finally:

@@ -32,11 +32,10 @@ class SpendJournal:
 
     @classmethod
     def for_run(cls, settings: dict[str, Any]) -> SpendJournal:
-        runtime = settings.get("runtime") or {}
+        invocation = settings.get("invocation") or {}
         run_dir = Path(settings.get("run_dir") or "")
         enabled = (settings.get("budget") or {}).get("max_cost_usd") is not None and run_dir.is_dir()
-        return cls(run_dir / DIRNAME if enabled and runtime.get("invocation") is not None else None,
-                   runtime.get("invocation"))
+        return cls(run_dir / DIRNAME if enabled and invocation.get("id") is not None else None, invocation.get("id"))
 
     def reserve(self, key: str | None, worst: float) -> int | None:
         """Write down a call's worst case before it is sent; returns the entry to settle."""

@@ -44,13 +44,13 @@ class Runtime:
     tool registry and the tools' shared resources (opened lazily, closed by `release`)."""
 
     def __init__(self, settings: dict[str, Any]) -> None:
-        runtime = settings["runtime"]
+        invocation = settings["invocation"]
         from hermes_exp.agent.model import ModelClient  # openai: only in processes that run tasks
 
         self.client = ModelClient.from_settings(settings, api_key(settings))  # shared: rate limiter, budget, auth circuit
         # the key is read: from now on a tool command reading /proc/$PPID/environ finds it blanked
         wipe_environ_block(secret_names(settings))
-        self.sandboxes: SandboxFactory = instantiate(settings["sandbox"], run_id=runtime["run_id"], _convert_="all",
+        self.sandboxes: SandboxFactory = instantiate(settings["sandbox"], run_id=invocation["run_id"], _convert_="all",
                                      base_dir=dataset_base_dir(settings.get("dataset")))  # for rows' build contexts
         self.registry = Registry.from_settings(settings)
         self.toolsets = drawable(settings, self.registry)
@@ -79,20 +79,20 @@ def _prefix(settings: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def runtime_for(settings: dict[str, Any]) -> Runtime:
-    run_id = settings["runtime"]["run_id"]
+    run_id = settings["invocation"]["run_id"]
     with _LOCK:
         if run_id not in _RUNTIMES:
             _RUNTIMES[run_id] = Runtime(settings)
-            _follow_parent(settings["runtime"])
+            _follow_parent(settings["invocation"])
         return _RUNTIMES[run_id]
 
 
-def _follow_parent(runtime: dict[str, Any]) -> None:
+def _follow_parent(invocation: dict[str, Any]) -> None:
     """In an executor worker started by the runner itself (loky): record this process for the run's
     reaper and end it, with the commands it started, when the runner dies."""
-    parent = runtime.get("parent_pid")
+    parent = invocation.get("parent_pid")
     if parent and os.getpid() != parent and os.getppid() == parent:
-        procs = ProcRegistry(runtime["run_id"])
+        procs = ProcRegistry(invocation["run_id"])
         procs.add(os.getpid(), PROCESS)
         die_with_parent(parent, on_death=lambda: procs.reap(kinds=(GROUP,)))
 
@@ -108,7 +108,7 @@ def release(run_id: str) -> None:
 def limiter_figures(settings: dict[str, Any]) -> dict[str, Any] | None:
     """This process's rate limiter as the parent shows it (workers in other processes have their own)."""
     with _LOCK:
-        runtime = _RUNTIMES.get(settings["runtime"]["run_id"])
+        runtime = _RUNTIMES.get(settings["invocation"]["run_id"])
     if runtime is None:
         return None
     stats = runtime.client.limiter.stats()

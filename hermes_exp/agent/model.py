@@ -70,13 +70,13 @@ class ModelClient:
     def from_settings(cls, settings: dict[str, Any], api_key: str) -> ModelClient:
         """The process's client for a run: budget seeded with what the ledger says was already spent.
         The caller reads the key (settings.api_key), so the client never reaches back into settings."""
-        runtime = settings["runtime"]
+        invocation = settings["invocation"]
         limits = BudgetLimits.from_settings(settings)
-        budget = Budget.for_process(settings, limits.max_cost_usd, float(runtime.get("spent_usd") or 0.0))
+        budget = Budget.for_process(settings, limits.max_cost_usd, float(invocation.get("spent_usd") or 0.0))
         budget = sweep_budget.for_settings(settings, budget)  # and budget.sweep_max_cost_usd, when set
-        client = cls(settings["model"], settings["provider"], runtime["base_url"], api_key,
+        client = cls(settings["model"], settings["provider"], invocation["base_url"], api_key,
                      workers=int(settings.get("num_workers") or 4), limits=limits, budget=budget,
-                     processes=int(runtime.get("processes") or 1), journal=SpendJournal.for_run(settings))
+                     processes=int(invocation.get("processes") or 1), journal=SpendJournal.for_run(settings))
         return client
 
     def for_task(self, key: str | None = None) -> TaskClient:

@@ -80,7 +80,7 @@ class Resources:
 class ToolContext:
     """What one tool call may use. `model` is the task's model client (budget and task cap counted);
     `model_calls` collects the usage of model calls that tools make (vision), kept with the sample;
-    `settings` is the run's resolved config (with `runtime`)."""
+    `settings` is the run's resolved config (with `invocation`: this invocation's facts, e.g. the model's base_url)."""
 
     sandbox: Sandbox
     limits: dict[str, Any]

@@ -22,7 +22,7 @@ def services_url(settings: dict[str, Any]) -> str | None:
     """The mock server's root URL (search, images, a small web site) when the run uses the mock model."""
     if not uses_mock(settings):
         return None
-    base = str((settings.get("runtime") or {}).get("base_url") or "").rstrip("/")
+    base = str((settings.get("invocation") or {}).get("base_url") or "").rstrip("/")
     return base.removesuffix("/v1") or None
 
 

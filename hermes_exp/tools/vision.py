@@ -103,6 +103,6 @@ class VisionAnalyze:
         settings = ctx.settings
         shared = ctx.model.client
         model = {**settings["model"], **self.model}
-        return ModelClient(model, settings["provider"], settings["runtime"]["base_url"], api_key(settings),
+        return ModelClient(model, settings["provider"], settings["invocation"]["base_url"], api_key(settings),
                            workers=int(settings.get("num_workers") or 4),
                            limits=BudgetLimits.from_settings(settings), budget=shared.budget)

@@ -42,7 +42,7 @@ class VerifyContext:
     base_dir: str = "."
     in_container: bool = False
     runtime: Any = None  # the worker's Runtime (a judge shares its client's budget); None in the parent
-    settings: dict[str, Any] | None = None  # the run's settings (a judge reads runtime.base_url)
+    settings: dict[str, Any] | None = None  # the run's settings (a judge reads invocation.base_url)
 
 
 class Verifier(Protocol):

@@ -60,9 +60,9 @@ class JudgeVerifier:
                 from hermes_exp.agent.model import ModelClient
                 from hermes_exp.settings import api_key
 
-                runtime = (self.context.settings or {}).get("runtime") or {}
-                url = self.model.get("base_url") or (runtime.get("base_url") if self.model.get("mock_server")
-                                                     else self.provider.get("base_url")) or runtime.get("base_url")
+                invocation = (self.context.settings or {}).get("invocation") or {}
+                url = self.model.get("base_url") or (invocation.get("base_url") if self.model.get("mock_server")
+                                                     else self.provider.get("base_url")) or invocation.get("base_url")
                 budget = getattr(getattr(self.context.runtime, "client", None), "budget", None)
                 key = api_key({"provider": self.provider, "model": self.model})
                 self._client = ModelClient(self.model, self.provider, url, key, workers=4, budget=budget)

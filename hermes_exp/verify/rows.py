@@ -22,12 +22,12 @@ FIX = ("give the row what its verifier needs, name another one on the row (\"ver
 
 
 def with_verifiers(settings: dict[str, Any]) -> dict[str, Any]:
-    """The settings with every conf/verifier option loaded (for per-row verifiers) under runtime."""
+    """The settings with every conf/verifier option loaded (for per-row verifiers) under `invocation`."""
     from hermes_exp.cli import config_dir
 
-    runtime = dict(settings.get("runtime") or {})
-    runtime["verifiers"] = registry.load_options(settings, config_dir())
-    return {**settings, "runtime": runtime}
+    invocation = dict(settings.get("invocation") or {})
+    invocation["verifiers"] = registry.load_options(settings, config_dir())
+    return {**settings, "invocation": invocation}
 
 
 def check_verifier(scorer: Scorer, settings: dict[str, Any]) -> None:

@@ -43,11 +43,11 @@ class Plan:
 
 
 class Scorer:
-    """Per process and run (held by the worker's Runtime). `settings["runtime"]["verifiers"]` holds
+    """Per process and run (held by the worker's Runtime). `settings["invocation"]["verifiers"]` holds
     every conf/verifier option, loaded by the parent (registry.load_options)."""
 
     def __init__(self, settings: dict[str, Any], runtime: Any = None) -> None:
-        self.options = (settings.get("runtime") or {}).get("verifiers") or {}
+        self.options = (settings.get("invocation") or {}).get("verifiers") or {}
         self.chosen = str((settings.get("verifier") or {}).get("kind", registry.NONE))
         if self.chosen not in self.options:
             self.options = {**self.options, self.chosen: settings.get("verifier") or {"kind": registry.NONE}}
