@@ -95,13 +95,12 @@ class Budget:
 
 class TaskMeter:
     """One task's spend against `budget.max_task_cost_usd` (a task over its cap ends as error class
-    `budget`, which a re-run retries only with resume.retry_errors=[..., budget]), and its calls' usage."""
+    `budget`, which a re-run retries only with resume.retry_errors=[..., budget])."""
 
     def __init__(self, limit: float | None, key: str | None = None) -> None:
         self.limit = limit
         self.key = key  # the task's key, for the spend journal
         self.spent = 0.0
-        self.calls: list[dict[str, Any]] = []
 
     def check(self, worst: float) -> None:
         if self.limit is not None and self.spent + worst > self.limit:
@@ -110,5 +109,5 @@ class TaskMeter:
                 f"the next call could cost up to ${worst:.6f}", transient=False, error_class="budget")
 
     def add(self, usage: dict[str, Any]) -> None:
+        """Count one successful call (its usage facts, with `cost_usd`)."""
         self.spent += usage.get("cost_usd") or 0.0
-        self.calls.append(usage)

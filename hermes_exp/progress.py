@@ -56,10 +56,8 @@ class Progress:
         self.tokens = 0
         self.cost = 0.0
         self.concurrency: int | None = None
-        self.running: int | None = None
         self.rate_limited = 0
         self._recent_429s: deque[float] = deque()
-        self._recent_override: int | None = None
         self._last: float | None = None  # None: the first finished task prints at once in a log
         self.scored = self.passed = 0  # verified samples of this invocation
         self._live: Live | None = None
@@ -78,22 +76,15 @@ class Progress:
                 self.stream.write(self.line() + "\n")
                 self.stream.flush()
 
-    def note(self, tokens: int = 0, cost: float = 0.0, concurrency: int | None = None,
-             rate_limited: int = 0, running: int | None = None, recent_429s: int | None = None) -> None:
-        """Add tokens, cost (USD) and 429 responses seen; set the current concurrency and running count.
-
-        A caller with its own count of recent 429s (a rate limiter's) passes it as `recent_429s`."""
+    def note(self, tokens: int = 0, cost: float = 0.0, concurrency: int | None = None, rate_limited: int = 0) -> None:
+        """Add tokens, cost (USD) and 429 responses seen; set the current concurrency."""
         self.tokens += tokens
         self.cost += cost
         if concurrency is not None:
             self.concurrency = concurrency
-        if running is not None:
-            self.running = running
         if rate_limited:
             self.rate_limited += rate_limited
             self._recent_429s.extend([time.monotonic()] * rate_limited)
-        if recent_429s is not None:
-            self._recent_override = recent_429s
 
     def task_cost(self, usd: float) -> None:
         """What one finished task cost (every attempt), for the projected total."""
@@ -131,15 +122,11 @@ class Progress:
         return sum(self.counts.values())
 
     def in_flight(self) -> int:
-        """Tasks running now: as reported, else bounded by the concurrency and what is left."""
-        if self.running is not None:
-            return self.running
+        """Tasks running now, as far as the parent can tell: bounded by the concurrency and what is left."""
         left = self.total - self.finished
         return min(self.concurrency, left) if self.concurrency is not None else 0
 
     def recent_429s(self) -> int:
-        if self._recent_override is not None:
-            return self._recent_override
         horizon = time.monotonic() - RECENT_SECONDS
         while self._recent_429s and self._recent_429s[0] < horizon:
             self._recent_429s.popleft()
@@ -164,7 +151,7 @@ class Progress:
                   (f"failed {self.counts['error']}", "red" if self.counts["error"] else "")]
         if self.scored:
             pieces.append((f"passed {self.passed}/{self.scored} ({100 * self.passed / self.scored:.0f}%)", "green"))
-        if self.concurrency is not None or self.running is not None:
+        if self.concurrency is not None:
             pieces.append((f"running {self.in_flight()}", "cyan"))
         if self.tokens or self.cost:
             pieces.append((f"{_human(self.tokens)} tokens" + (f"  ${self.cost:.4f}" if self.cost else ""), ""))
@@ -173,7 +160,7 @@ class Progress:
             pieces.append((f"projected ${projected[0]:.4f} (p90 ${projected[1]:.4f})", "bold"))
         if self.concurrency is not None:
             pieces.append((f"concurrency {self.concurrency}", ""))
-        if self.concurrency is not None or self.rate_limited or self._recent_override is not None:
+        if self.concurrency is not None or self.rate_limited:
             recent = self.recent_429s()
             pieces.append((f"429s {recent} in last {RECENT_SECONDS:.0f}s", "magenta" if recent else ""))
         if self.already:

@@ -41,8 +41,10 @@ def test_line_shows_running_and_eta() -> None:
     progress.update("done")
     line = progress.line()
     assert "running 4" in line and "eta " in line and "1/10" in line
-    progress.note(running=2, recent_429s=5)  # as a rate limiter reports them
-    assert "running 2" in progress.line() and "429s 5 in last 60s" in progress.line()
+    progress.note(rate_limited=5)  # the 429s a worker's rate limiter saw since its last result
+    for _ in range(7):
+        progress.update("done")
+    assert "running 2" in progress.line() and "429s 5 in last 60s" in progress.line()  # 2 tasks are left
 
 
 def read_all(fd: int, seconds: float = 0.5) -> str:

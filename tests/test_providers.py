@@ -256,7 +256,7 @@ def test_limiter_cuts_on_429_once_per_cooldown_and_grows_back_slowly() -> None:
     sticky = RateLimiter(Limits(max_concurrency=10, cooldown_seconds=60))
     for _ in range(3):
         sticky.release(sticky.acquire(), rate_limited=True)
-    assert sticky.stats().concurrency == 8 and sticky.stats().rate_limited_recent == 3
+    assert sticky.stats().concurrency == 8 and sticky.stats().rate_limited == 3
 
 
 def test_per_minute_caps_hold_calls_back() -> None:

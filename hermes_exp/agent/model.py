@@ -102,7 +102,7 @@ class ModelClient:
             self.budget.settle(reserved, cost)
             self.journal.settle(entry, cost)
         if meter is not None:
-            meter.add({**reply.usage, "served_by": reply.served_by, "attempts": reply.attempts})
+            meter.add(reply.usage)
         return reply
 
     def _call(self, request: dict[str, Any], prompt_tokens: int) -> Reply:
@@ -194,7 +194,7 @@ def _without_none(value: Any) -> Any:
 
 
 class TaskClient:
-    """One task's view of the shared client: the same `complete`, plus the task's spend and calls."""
+    """One task's view of the shared client: the same `complete`, plus the task's spend (`meter`)."""
 
     def __init__(self, client: ModelClient, meter: TaskMeter) -> None:
         self.client = client
@@ -202,11 +202,6 @@ class TaskClient:
 
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
         return self.client.complete(messages, tools, self.meter)
-
-    @property
-    def calls(self) -> list[dict[str, Any]]:
-        """Usage of every successful call of this task (what a failed task still cost)."""
-        return self.meter.calls
 
 
 def _in_body_failure(response: Any) -> Failure | None:

@@ -11,17 +11,15 @@ from typing import Any
 
 from hermes_exp.errors import ConfigError
 
-WINDOW = 60.0  # seconds: the per-minute caps and the "recent 429s" count look this far back
+WINDOW = 60.0  # seconds: the per-minute caps look this far back
 
 
 @dataclass(frozen=True)
 class LimiterStats:
-    """What a progress display shows: the current concurrency limit, calls in flight, 429s seen."""
+    """What the progress line shows of a process's limiter: its concurrency limit and the 429s it has seen."""
 
     concurrency: int
-    in_flight: int
     rate_limited: int
-    rate_limited_recent: int
 
 
 @dataclass(frozen=True)
@@ -82,7 +80,6 @@ class RateLimiter:
         self._last_cut = float("-inf")
         self._requests: deque[float] = deque()
         self._tokens: deque[list[float]] = deque()  # [time, tokens]; the estimate is corrected on release
-        self._429s: deque[float] = deque()
         self._total_429s = 0
         self._cond = threading.Condition()
 
@@ -114,9 +111,8 @@ class RateLimiter:
         return 0.0
 
     def _expire(self, now: float) -> None:
-        for window in (self._requests, self._429s):
-            while window and window[0] <= now - WINDOW:
-                window.popleft()
+        while self._requests and self._requests[0] <= now - WINDOW:
+            self._requests.popleft()
         while self._tokens and self._tokens[0][0] <= now - WINDOW:
             self._tokens.popleft()
 
@@ -128,7 +124,6 @@ class RateLimiter:
                 ticket[1] = float(tokens)
             now = time.monotonic()
             if rate_limited:
-                self._429s.append(now)
                 self._total_429s += 1
                 if now - self._last_cut >= self.limits.cooldown_seconds:
                     self._limit = max(float(self.limits.min_concurrency), self._limit * self.limits.decrease_factor)
@@ -139,6 +134,5 @@ class RateLimiter:
 
     def stats(self) -> LimiterStats:
         with self._cond:
-            self._expire(time.monotonic())
-            return LimiterStats(max(1, int(self._limit)), self._in_flight, self._total_429s, len(self._429s))
+            return LimiterStats(max(1, int(self._limit)), self._total_429s)
 
