@@ -6,8 +6,6 @@ chosen with `outputs.formats`. Like every export, each file is written atomicall
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
@@ -128,15 +126,8 @@ def write_parquet(run_dir: Path) -> Path:
     source, path = run_dir / "trajectories.jsonl", run_dir / PARQUET_FILE
     schemas = [pa.Table.from_pylist(chunk).schema for chunk in _chunks(source)]
     schema = pa.unify_schemas(schemas, promote_options="permissive") if schemas else pa.schema([])
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=run_dir)
-    os.fchmod(fd, 0o644)
-    os.close(fd)
-    try:
-        with pa.parquet.ParquetWriter(tmp, schema, compression="zstd") as writer:
-            for chunk in _chunks(source):
-                writer.write_table(pa.Table.from_pylist(chunk, schema=schema))
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    with atomic_writer(path, binary=True) as sink, \
+            pa.parquet.ParquetWriter(sink, schema, compression="zstd") as writer:
+        for chunk in _chunks(source):
+            writer.write_table(pa.Table.from_pylist(chunk, schema=schema))
     return path

@@ -76,12 +76,18 @@ def conversations(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
 def tool_stats(calls: list[dict[str, Any]], known: list[str]) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
     """Per known tool: count/success/failure, zero where unused, so every row has one schema."""
     stats = {name: {"count": 0, "success": 0, "failure": 0} for name in known}
+    count_calls(calls, stats)
+    return stats, {name: s["failure"] for name, s in stats.items()}
+
+
+def count_calls(calls: list[dict[str, Any]], stats: dict[str, Any]) -> None:
+    """Add tool calls to per-tool counters (count, success, failure); a tool not in `stats` is not
+    counted (a hallucinated name). The one rule for a row's `tool_stats` and statistics.json's."""
     for call in calls:
         entry = stats.get(call.get("name"))
         if entry is not None:
             entry["count"] += 1
             entry["failure" if call.get("failed") else "success"] += 1
-    return stats, {name: s["failure"] for name, s in stats.items()}
 
 
 def system_mode(settings: dict[str, Any]) -> str:

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from hermes_exp.store.reasoning import has_reasoning
+from hermes_exp.store.sharegpt import count_calls
 from hermes_exp.verify.metrics import VerifyStats
 
 TOKEN_KEYS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens", "cache_write_tokens")
@@ -59,10 +60,7 @@ class StatsBuilder:
         self.served_by.update(u["served_by"]["provider"] for u in result.get("usage", [])
                               if (u.get("served_by") or {}).get("provider"))
         self.last_finished = max(self.last_finished, row["finished_at"] or 0)
-        for call in result.get("tool_calls", []):
-            if call["name"] in self.tools:
-                self.tools[call["name"]]["count"] += 1
-                self.tools[call["name"]]["failure" if call.get("failed") else "success"] += 1
+        count_calls(result.get("tool_calls", []), self.tools)
         for message in result.get("messages", []):
             if message.get("role") == "assistant":
                 self.reasoning["total_assistant_turns"] += 1
