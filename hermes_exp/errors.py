@@ -56,6 +56,14 @@ class SandboxError(HermesExpError):
     transient = True
 
 
+class ModelError(HermesExpError):
+    """The model's reply cannot be used as an assistant turn (its tool calls are not a list of call
+    objects, or the message is not an object): error class `model`. Not retried by default (add `model`
+    to resume.retry_errors); the calls made, and paid for, stay on record."""
+
+    error_class = "model"
+
+
 class ToolError(Exception):
     """A tool call failed in a way the model should see as the tool's error result."""
 

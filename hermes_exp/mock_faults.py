@@ -18,8 +18,9 @@ STATUSES = {"400": "invalid_request_error", "401": "authentication_error", "402"
 # "timeout": answer only after hang_seconds; "reset": drop the connection; "error_body": HTTP 200 holding
 # an upstream provider's error; "error_finish": HTTP 200 whose choice ends with finish_reason "error".
 # "length": HTTP 200 cut at the token limit (finish_reason "length"); "context_length": HTTP 400 saying the
-# prompt exceeds the model's context, as OpenAI words it.
-KINDS = ("ok", "timeout", "reset", "error_body", "error_finish", "length", "context_length", *STATUSES)
+# prompt exceeds the model's context, as OpenAI words it. "garbled": HTTP 200 whose tool calls are raw text,
+# not a list of call objects (a model whose output the server could not parse into calls).
+KINDS = ("ok", "timeout", "reset", "error_body", "error_finish", "length", "context_length", "garbled", *STATUSES)
 
 
 def _error(message: str, type_: str, code: Any) -> dict[str, Any]:
@@ -104,6 +105,17 @@ def finish_with_error(completion: dict[str, Any]) -> dict[str, Any]:
     choice["finish_reason"] = "error"
     choice["error"] = {"code": 502, "message": "upstream provider failed mid-generation"}
     return completion
+
+
+def garble(completion: dict[str, Any]) -> dict[str, Any]:
+    """A completion whose `tool_calls` is the model's raw text instead of a list of call objects."""
+    message = completion["choices"][0]["message"]
+    message["tool_calls"] = '<tool_call>{"name": "terminal", "arguments": {"command": "ls"</tool_call>'
+    return completion
+
+
+# The faults that change a normal answer instead of replacing it.
+CHANGES = {"error_finish": finish_with_error, "length": cut_at_length, "garbled": garble}
 
 
 def add_accounting(completion: dict[str, Any], usage_cost: dict[str, float] | None,

@@ -19,7 +19,7 @@ from hermes_exp import mock_pages
 from hermes_exp.errors import ConfigError
 from hermes_exp import mock_services
 from hermes_exp.mock_cache import PromptCache
-from hermes_exp.mock_faults import RESET, Faults, add_accounting, cut_at_length, finish_with_error
+from hermes_exp.mock_faults import CHANGES, RESET, Faults, add_accounting
 from hermes_exp.mock_model import canon as _canon, completion as _completion, digest as _digest, draw as _draw
 
 Reply = tuple[int, dict[str, Any], dict[str, str]]  # status, JSON payload, extra headers
@@ -244,10 +244,8 @@ class MockServer:
         cached = self.cache.usage(body)
         if cached:
             completion["usage"]["prompt_tokens_details"] = cached
-        if fault == "error_finish":
-            completion = finish_with_error(completion)
-        elif fault == "length":
-            completion = cut_at_length(completion)
+        if fault in CHANGES:
+            completion = CHANGES[fault](completion)
         return body, (200, add_accounting(completion, self.usage_cost, self.provider_name), {})
 
     def _failure(self, body: dict[str, Any]) -> Reply | None:

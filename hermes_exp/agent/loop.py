@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hermes_exp.agent.limits import TaskLimits, is_context_overflow, tokens_used
-from hermes_exp.errors import Cancelled, ProviderError
+from hermes_exp.errors import Cancelled, ModelError, ProviderError
 from hermes_exp.stops import Stop
 from hermes_exp.tools.registry import is_failure
 from hermes_exp.tools.toolbox import Toolbox
@@ -78,6 +78,7 @@ def run_agent(client: ModelClient, toolbox: Toolbox, prompt: str, tools: list[di
         reply = _call(client, wire, tools, out)
         if reply is None:
             return out.stop(Stop.CONTEXT_OVERFLOW, "the provider refused the prompt: it exceeds the model's context")
+        _check_usable(reply, out)
         saved.append({**reply.message, "role": "assistant"})
         wire.append(to_wire(reply.message))
         if reply.finish_reason == "length":
@@ -106,6 +107,22 @@ def _call(client: ModelClient, wire: list[dict[str, Any]], tools: list[dict[str,
     out.usage.append({**reply.usage, "served_by": reply.served_by, "attempts": reply.attempts,
                       "seconds": round(time.time() - started, 3)})
     return reply
+
+
+def _check_usable(reply: Reply, out: Outcome) -> None:
+    """Raise ModelError (with the conversation so far) for a reply that cannot be an assistant turn."""
+    message, problem = reply.message, ""
+    calls = message.get("tool_calls") if isinstance(message, dict) else None
+    if not isinstance(message, dict):
+        problem = f"the reply's message is {type(message).__name__} JSON, not an object"
+    elif calls is not None and not (isinstance(calls, list) and all(
+            isinstance(c, dict) and isinstance(c.get("function", {}), dict) for c in calls)):
+        problem = f"its tool_calls are not a list of call objects: {str(calls)[:200]!r}"
+    if problem:
+        error = ModelError(f"unusable model reply after {out.api_calls} call(s): {problem}",
+                           "try another model or provider; resume.retry_errors=[provider, sandbox, model] retries it")
+        error.outcome = out  # the calls made, and paid for, stay on record
+        raise error
 
 
 def _spent(reached: Stop, started: float, out: Outcome) -> str:
