@@ -10,10 +10,12 @@ import posixpath
 import threading
 from typing import Any
 
-from hermes_exp.errors import SandboxError
-from hermes_exp.sandbox.docker_engine import OWNER_LABEL, RUN_LABEL, TASK_LABEL, _engine_errors, connect, reap
+from hermes_exp.errors import ConfigError, SandboxError
+from hermes_exp.sandbox.docker_engine import (OWNER_LABEL, RUN_LABEL, TASK_LABEL, _engine_errors, connect,
+                                              quietly_remove, reap)
 from hermes_exp.sandbox.docker_images import ImageCache
-from hermes_exp.sandbox.docker_lifecycle import Limits, host_config, start_container
+from hermes_exp.sandbox.docker_lifecycle import Limits, host_config, start_container, without_network_stack
+from hermes_exp.sandbox.docker_pool import POOL_KEY, WarmPool
 from hermes_exp.sandbox.docker_sandbox import DockerSandbox
 from hermes_exp.sandbox.images import ImageBuilder
 from hermes_exp.sandbox.process import clean_env
@@ -32,7 +34,7 @@ class DockerSandboxFactory:
                  cpus: float = 1.0, pids_limit: int = 256, read_only: bool = False, max_sandboxes: int = 8,
                  pull_timeout: float = 300, output_limit: int = 20000, env: dict[str, str] | None = None,
                  base_url: str | None = None, run_id: str = "run", base_dir: str = ".", max_builds: int = 2,
-                 max_starts_per_second: float = 0.0, **_: Any) -> None:
+                 max_starts_per_second: float = 0.0, warm_pool: int = 0, **_: Any) -> None:
         self.image, self.run_id = image, str(run_id)
         self._limits = Limits(bool(network), bool(read_only), int(memory_mb), float(cpus), int(pids_limit))
         self._output_limit = int(output_limit)
@@ -45,6 +47,8 @@ class DockerSandboxFactory:
         self._client: Any = None
         self._images = ImageCache(self._api, pull_timeout)
         self._builder = ImageBuilder(self._api, _engine_errors, base_dir, max_builds)  # a row's container.build
+        self.pool = WarmPool(_pool_size(warm_pool), self._make_pooled, lambda cid: quietly_remove(self._api(), cid),
+                             pace=self._start_rate.wait)
 
     def preflight(self, rows_images: set[str] | None = None, default_image: bool = True) -> None:
         """Fail once if the engine is unreachable; reap this run's leftovers; warm the images (a
@@ -60,7 +64,7 @@ class DockerSandboxFactory:
     def _api(self) -> Any:
         with self._lock:
             if self._client is None:
-                self._client = connect(self._base_url, pool_size=0)
+                self._client = connect(self._base_url, pool_size=2 * max(self._max, 8) + 4 + self.pool.size)
                 reap(self._client.api, self.run_id, everything=False)
             return self._client.api
 
@@ -76,11 +80,16 @@ class DockerSandboxFactory:
 
     def open(self, task_key: str, row: dict[str, Any]) -> DockerSandbox:
         image, workdir = self._placement(row)
+        pooled = self.pool.size > 0 and row.get("container") is None and (image, workdir) == (self.image, "/task")
+        if pooled:
+            self.pool.start()  # on the first task, not in preflight: the runner's own process may run none
         if self._slots:
             self._slots.acquire()
         try:
-            self._start_rate.wait()
-            cid = self._start(image, workdir, task_key, row.get("container") or {})
+            cid = self.pool.take() if pooled else None
+            if cid is None:
+                self._start_rate.wait()
+                cid = self._start(image, workdir, task_key, row.get("container") or {})
         except BaseException:
             if self._slots:
                 self._slots.release()
@@ -106,13 +115,27 @@ class DockerSandboxFactory:
     def _start(self, image: str, workdir: str, task_key: str, task: dict[str, Any]) -> str:
         api = self._api()
         config = host_config(api, self._limits, workdir, task)
-        return start_container(api, image, workdir, config, run_id=self.run_id, task_key=task_key)
+        quick = without_network_stack(self._limits, task, self._images.user(image))
+        return start_container(api, image, workdir, config, run_id=self.run_id, task_key=task_key,
+                               no_network_stack=quick)
+
+    def _make_pooled(self) -> str:
+        """A warm-pool container: what `open` starts for a row of the default image and workdir."""
+        return self._start(self.image, "/task", POOL_KEY, {})
 
     def shutdown(self) -> None:
-        """Remove every container of this run that is still there. Safe to call twice."""
+        """Remove every container of this run that is still there, the warm pool's too. Safe to call twice."""
+        self.pool.stop()
         try:
             reap(self._api(), self.run_id, everything=True)
         except SandboxError as exc:
             # An engine that never answered holds nothing of ours; the start-up error said it all.
             if self._client is not None:
                 log.warning("docker sandbox shutdown: %s", exc)
+
+
+def _pool_size(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"sandbox.warm_pool must be a whole number >= 0, got {value!r}",
+                          "set sandbox.warm_pool=<n> (containers started ahead; 0 = no pool), e.g. 4")
+    return value

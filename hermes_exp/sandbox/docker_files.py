@@ -3,7 +3,9 @@ container): the file tools' read and write, and whole-folder tars for fixtures, 
 
 from __future__ import annotations
 
+import base64
 import io
+import json
 import posixpath
 import tarfile
 import time
@@ -28,6 +30,21 @@ def stat(api: Any, cid: str, full: str) -> dict[str, Any] | None:
     return found
 
 
+def head_stat(api: Any, cid: str, full: str) -> dict[str, Any] | None:
+    """The stat of a container path from the engine's HEAD /archive (no tar is made: a few ms where
+    get_archive costs a tar of the path); None if missing. The SDK has no call for it: its own session,
+    URL builder and error mapping are used."""
+    try:
+        res = api.head(api._url("/containers/{0}/archive", cid), params={"path": full})
+        if res.status_code == 404:
+            return None
+        api._raise_for_status(res)
+    except _engine_errors() as exc:
+        raise SandboxError(f"cannot reach container {cid[:12]}: {exc}") from exc
+    header = res.headers.get("X-Docker-Container-Path-Stat")
+    return json.loads(base64.b64decode(header)) if header else None
+
+
 def read_file(api: Any, cid: str, workdir: str, path: str, limit: int) -> bytes:
     full = posixpath.join(workdir, confine(workdir, path))
     found = stat(api, cid, full)
@@ -48,7 +65,7 @@ def read_file(api: Any, cid: str, workdir: str, path: str, limit: int) -> bytes:
 
 def write_file(api: Any, cid: str, workdir: str, path: str, data: bytes) -> None:
     rel = confine(workdir, path)
-    found = stat(api, cid, posixpath.join(workdir, rel))
+    found = head_stat(api, cid, posixpath.join(workdir, rel))
     if rel == "." or (found and found["mode"] & MODE_DIR):
         raise ToolError(f"{path} is a directory")  # the engine would replace it by the file
     buf = io.BytesIO()

@@ -17,6 +17,7 @@ class ImageCache:
         self._lock = threading.Lock()
         self._images: dict[str, SandboxError | None] = {}
         self._locks: dict[str, threading.Lock] = {}
+        self._users: dict[str, str | None] = {}  # image -> its Config.User (None: unknown)
 
     def ensure(self, image: str) -> None:
         """Present locally, else pulled within pull_timeout; the answer is cached either way."""
@@ -28,10 +29,20 @@ class ImageCache:
         if self._images[image] is not None:
             raise self._images[image]
 
+    def user(self, image: str) -> str | None:
+        """The user the image's processes run as ("" = root); None if the engine cannot say."""
+        if image not in self._users:
+            try:
+                self._users[image] = str((self._api().inspect_image(image).get("Config") or {}).get("User") or "")
+            except _engine_errors():
+                self._users[image] = None
+        return self._users[image]
+
     def _find_or_pull(self, image: str) -> SandboxError | None:
         api, docker = self._api(), _docker()
         try:
-            api.inspect_image(image)
+            found = api.inspect_image(image)
+            self._users[image] = str((found.get("Config") or {}).get("User") or "")
             return None
         except docker.errors.ImageNotFound:
             pass

@@ -1,0 +1,141 @@
+"""Where a docker sandbox's time goes under concurrency: `--sessions` threads each run `--prompts`
+prompts' sandbox work (open, the terminal_only workload's tool calls: an exec, write_file, read_file, a
+grep exec; close) straight through `DockerSandboxFactory`, with no model in between. Reports the sandbox
+time per prompt (what a session waits for beyond the model: the issue's "overhead") and, per engine API
+call, how many were made per prompt and their mean latency (the SDK's `APIClient` methods, timed).
+
+usage: python bench/bench_docker.py [--sessions 1,8,32] [--prompts 64] [--image IMAGE]
+           [--override key=value ...]   (factory settings, e.g. warm_pool=8 max_starts_per_second=10)
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import statistics
+import sys
+import threading
+import time
+from collections import defaultdict
+from typing import Any
+
+CALLS = ("create_container", "start", "remove_container", "exec_create", "exec_start", "exec_inspect",
+         "get_archive", "put_archive", "inspect_container", "containers", "kill", "stop", "wait")
+
+
+class CallTimes:
+    """Wraps the SDK's APIClient methods to count and time them (every thread)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.times: dict[str, list[float]] = defaultdict(list)
+        self._saved: dict[str, Any] = {}
+
+    def install(self) -> None:
+        from docker.api.client import APIClient
+
+        for name in CALLS:
+            inner = getattr(APIClient, name)
+            self._saved[name] = inner
+            setattr(APIClient, name, self._wrap(name, inner))
+
+    def _wrap(self, name: str, inner: Any) -> Any:
+        @functools.wraps(inner)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                with self.lock:
+                    self.times[name].append(time.perf_counter() - t0)
+        return timed
+
+    def reset(self) -> None:
+        with self.lock:
+            self.times.clear()
+
+
+def one_prompt(factory: Any, key: str) -> float:
+    """The sandbox part of one terminal_only prompt; returns its seconds."""
+    t0 = time.perf_counter()
+    sb = factory.open(key, {})
+    try:
+        assert sb.exec("echo 'count these words' | wc -w", timeout=30).exit_code == 0
+        sb.write_file("notes.md", b"# Notes\ncount these words\n")
+        assert b"Notes" in sb.read_file("notes.md")
+        assert sb.exec("grep -rn -- Notes . | head -200", timeout=30).exit_code == 0
+    finally:
+        sb.close()
+    return time.perf_counter() - t0
+
+
+def run_level(sessions: int, prompts: int, image: str, settings: dict[str, Any], calls: CallTimes) -> dict:
+    from hermes_exp.sandbox.docker import DockerSandboxFactory
+
+    factory = DockerSandboxFactory(image=image, run_id=f"bench-dock-{os.getpid()}-{sessions}",
+                                   max_sandboxes=sessions, **settings)
+    factory.preflight({image})
+    one_prompt(factory, "v1:warmup")
+    time.sleep(float(settings.get("warm_pool") or 0) and 2.0)  # let a warm pool fill, as a run's start-up does
+    calls.reset()
+    todo = iter(range(prompts))
+    lock, spent = threading.Lock(), []
+
+    def session() -> None:
+        while True:
+            with lock:
+                i = next(todo, None)
+            if i is None:
+                return
+            took = one_prompt(factory, f"v1:bench{i}")
+            with lock:
+                spent.append(took)
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=session) for _ in range(sessions)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    factory.shutdown()
+    return {"sessions": sessions, "wall": wall, "mean": statistics.mean(spent), "median": statistics.median(spent),
+            "prompts_per_s": prompts / wall,
+            "calls": {k: (len(v) / prompts, statistics.mean(v)) for k, v in sorted(calls.times.items())}}
+
+
+def parse_value(text: str) -> Any:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(text.lower(), text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=lambda s: [int(x) for x in s.split(",")], default=[1, 8, 32])
+    parser.add_argument("--prompts", type=int, default=64)
+    parser.add_argument("--image", default=os.environ.get("HX_TEST_IMAGE", "hermes-exp-test/busybox:latest"))
+    parser.add_argument("--override", nargs="*", default=[], help="factory settings key=value")
+    args = parser.parse_args(argv)
+    settings = {k: parse_value(v) for k, v in (o.split("=", 1) for o in args.override)}
+    calls = CallTimes()
+    calls.install()
+    print(f"{args.prompts} prompts per level; settings {settings or 'default'}")
+    print(f"{'sessions':>8} {'wall s':>7} {'prompts/s':>9} {'sandbox ms/prompt mean':>23} {'median':>7}")
+    results = [run_level(n, args.prompts, args.image, settings, calls) for n in args.sessions]
+    for r in results:
+        print(f"{r['sessions']:>8} {r['wall']:7.1f} {r['prompts_per_s']:9.2f} {r['mean'] * 1e3:23.0f} "
+              f"{r['median'] * 1e3:7.0f}")
+    for r in results:
+        print(f"\n{r['sessions']} sessions: engine calls per prompt, mean ms")
+        for name, (per, mean) in r["calls"].items():
+            print(f"  {name:<18} {per:5.2f} x {mean * 1e3:8.1f} ms = {per * mean * 1e3:8.1f} ms/prompt")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
