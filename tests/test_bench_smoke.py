@@ -52,6 +52,18 @@ def test_bench_sandbox_docker_runner_table() -> None:
     assert [r[0] for r in rows] == ["1", "2"] and all(r[1] == "20" for r in rows)  # 4 prompts x 5 calls
 
 
+@pytest.mark.docker
+def test_bench_docker_per_call_table() -> None:
+    problem = docker_problem()
+    if problem:
+        unavailable(problem)
+    out = bench("bench_docker.py", "--sessions", "1,2", "--prompts", "2", "--image", IMAGE,
+                "--override", "warm_pool=1")
+    rows = [r for r in (line.split() for line in out.splitlines()) if len(r) == 5 and r[0] in ("1", "2")]
+    assert [r[0] for r in rows] == ["1", "2"]
+    assert "exec_create" in out and "2 sessions: engine calls per prompt" in out
+
+
 def test_bench_inputs_prints_one_row_per_format(tmp_path: Path) -> None:
     pytest.importorskip("datasets")
     out = bench("bench_inputs.py", "-n", "50", "--prompt-chars", "20", "--workdir", str(tmp_path))
