@@ -8,6 +8,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from hermes_exp.config_section import Section
 from hermes_exp.cost import Pricing
 from hermes_exp.errors import BudgetExhausted, ConfigError, ProviderError
 
@@ -21,15 +22,9 @@ class BudgetLimits:
 
     @classmethod
     def from_settings(cls, settings: dict[str, Any]) -> BudgetLimits:
-        raw = {k: v for k, v in (settings.get("budget") or {}).items() if v is not None}
-        known = set(cls.__dataclass_fields__)
-        for key, value in raw.items():
-            if key not in known:
-                raise ConfigError(f"budget.{key} is not a budget setting", f"use one of: {', '.join(sorted(known))}")
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ConfigError(f"budget.{key}={value!r} must be a positive number",
-                                  f"set budget.{key}=<n > 0>, or null for no limit")
-        limits = cls(**raw)
+        section = Section("budget", settings.get("budget"), null="for no limit").only(cls.__dataclass_fields__)
+        limits = cls(**{key: section.number(key, positive=True) for key, value in section.raw.items()
+                        if value is not None})
         model = settings.get("model") or {}
         if (limits.max_cost_usd or limits.max_task_cost_usd or limits.sweep_max_cost_usd) and Pricing.from_config(model.get("pricing")) is None:
             raise ConfigError(

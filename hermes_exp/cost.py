@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from hermes_exp.config_section import Section
 from hermes_exp.errors import ConfigError
 
 _OPTIONAL = ("cached_prompt", "cache_write")
@@ -28,20 +29,16 @@ class Pricing:
         """None when the config gives no prices (then only a provider-reported cost is known)."""
         if not raw or all(raw.get(k) is None for k in ("prompt", "completion")):
             return None
-        for key in ("prompt", "completion", *_OPTIONAL):
-            value = raw.get(key)
-            if key not in _OPTIONAL and value is None:
+        section = Section("model.pricing", raw)
+        for key in ("prompt", "completion"):
+            if raw.get(key) is None:
                 raise ConfigError(f"model.pricing.{key} is null while the other price is set",
                                   "set both model.pricing.prompt and model.pricing.completion (USD per 1M tokens)")
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
-                raise ConfigError(f"model.pricing.{key}={value!r} must be a number >= 0 (USD per 1M tokens)",
-                                  f"set model.pricing.{key}=<USD per 1M tokens>")
-        unknown = set(raw) - {"prompt", "completion", *_OPTIONAL}
-        if unknown:
-            raise ConfigError(f"model.pricing has unknown keys: {', '.join(sorted(unknown))}",
-                              "use prompt, completion, cached_prompt and cache_write (USD per 1M tokens)")
-        optional = {k: None if raw.get(k) is None else float(raw[k]) for k in _OPTIONAL}
-        return cls(float(raw["prompt"]), float(raw["completion"]), **optional)
+        unit = "USD per 1M tokens"
+        prices = {key: section.number(key, low=0, unit=unit, fix=f"set model.pricing.{key}=<{unit}>")
+                  for key in ("prompt", "completion", *_OPTIONAL)}
+        section.only(prices, "use prompt, completion, cached_prompt and cache_write (USD per 1M tokens)")
+        return cls(**{k: None if v is None else float(v) for k, v in prices.items()})
 
     def cost(self, prompt: int, completion: int, cached: int = 0, written: int = 0) -> float:
         """`prompt` counts every prompt token, `cached` (read from the cache) and `written` included."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hermes_exp.errors import ConfigError
+from hermes_exp.config_section import Section
 
 MAX_BREAKPOINTS = 4  # Anthropic's limit per request
 TTLS = ("5m", "1h")
@@ -21,24 +21,14 @@ class CacheControl:
     @classmethod
     def from_config(cls, raw: dict[str, Any] | None) -> CacheControl | None:
         """None when caching is off (the default; the Claude presets turn it on)."""
-        raw = dict(raw or {})
-        enabled = raw.pop("enabled", False)
-        if not isinstance(enabled, bool):
-            raise ConfigError(f"model.cache_control.enabled={enabled!r} must be true or false",
-                              "set model.cache_control.enabled=true (Anthropic models) or false")
-        unknown = set(raw) - {"last_turns", "ttl"}
-        if unknown:
-            raise ConfigError(f"model.cache_control has unknown keys: {', '.join(sorted(unknown))}",
-                              "use enabled, last_turns and ttl")
-        turns = raw.get("last_turns", cls.last_turns)
-        if isinstance(turns, bool) or not isinstance(turns, int) or not 0 <= turns < MAX_BREAKPOINTS:
-            raise ConfigError(f"model.cache_control.last_turns={turns!r} must be an integer from 0 to "
-                              f"{MAX_BREAKPOINTS - 1}", f"Anthropic allows {MAX_BREAKPOINTS} breakpoints, one "
-                              "of them on the system prompt: set model.cache_control.last_turns=3 or less")
-        ttl = raw.get("ttl")
-        if ttl is not None and ttl not in TTLS:
-            raise ConfigError(f"model.cache_control.ttl={ttl!r} is not valid; valid values: {', '.join(TTLS)}",
-                              "set model.cache_control.ttl=5m, 1h, or null for the provider's default")
+        section = Section("model.cache_control", raw).only(("enabled", "last_turns", "ttl"),
+                                                           "use enabled, last_turns and ttl")
+        enabled = section.flag("enabled", False, nullable=False,
+                               fix="set model.cache_control.enabled=true (Anthropic models) or false")
+        turns = section.number("last_turns", cls.last_turns, 0, MAX_BREAKPOINTS - 1, integer=True,
+                               fix=f"Anthropic allows {MAX_BREAKPOINTS} breakpoints, one of them on the system "
+                                   "prompt: set model.cache_control.last_turns=3 or less")
+        ttl = section.choice("ttl", TTLS, fix="set model.cache_control.ttl=5m, 1h, or null for the provider's default")
         return cls(turns, ttl) if enabled else None
 
     def marker(self) -> dict[str, str]:

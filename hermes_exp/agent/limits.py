@@ -8,7 +8,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from hermes_exp.errors import ConfigError, ProviderError
+from hermes_exp.config_section import Section
+from hermes_exp.errors import ProviderError
 from hermes_exp.stops import Stop
 
 # What providers say when the prompt does not fit the model's context (OpenAI, Anthropic, OpenRouter,
@@ -28,17 +29,10 @@ class TaskLimits:
 
     @classmethod
     def from_settings(cls, settings: dict[str, Any]) -> TaskLimits:
-        raw = settings.get("limits") or {}
-        unknown = set(raw) - {"task_seconds", "task_tokens"}
-        if unknown:
-            raise ConfigError(f"limits has unknown keys: {', '.join(sorted(unknown))}", "use task_seconds, task_tokens")
-        for key in ("task_seconds", "task_tokens"):
-            value = raw.get(key)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0
-                                      or (key == "task_tokens" and not isinstance(value, int))):
-                raise ConfigError(f"limits.{key}={value!r} must be a positive {'integer' if key == 'task_tokens' else 'number'}",
-                                  f"set limits.{key}=<n> or null for no limit")
-        return cls(raw.get("task_seconds"), raw.get("task_tokens"))
+        section = Section("limits", settings.get("limits"), null="for no limit")
+        section.only(("task_seconds", "task_tokens"), "use task_seconds, task_tokens")
+        return cls(section.number("task_seconds", positive=True),
+                   section.number("task_tokens", positive=True, integer=True))
 
     def reached(self, started: float, usage: list[dict[str, Any]]) -> Stop | None:
         """The stop reason of a limit this sample has reached, else None (checked between turns)."""

@@ -9,6 +9,7 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any
 
+from hermes_exp.config_section import Section
 from hermes_exp.errors import ConfigError
 
 WINDOW = 60.0  # seconds: the per-minute caps look this far back
@@ -33,13 +34,8 @@ class Limits:
 
     @classmethod
     def from_config(cls, raw: dict[str, Any] | None, workers: int) -> Limits:
-        raw = raw or {}
-        known = set(cls.__dataclass_fields__)
-        for key in raw:
-            if key not in known:
-                raise ConfigError(f"model.rate_limit.{key} is not a rate-limit setting",
-                                  f"use one of: {', '.join(sorted(known))}")
-        values = {k: v for k, v in raw.items() if v is not None}
+        section = Section("model.rate_limit", raw).only(cls.__dataclass_fields__)
+        values = {k: v for k, v in section.raw.items() if v is not None}
         values.setdefault("max_concurrency", workers)
         limits = cls(**values)
         limits._check()
@@ -56,15 +52,14 @@ class Limits:
                        tokens_per_minute=part(self.tokens_per_minute))
 
     def _check(self) -> None:
-        positive_ints = ("max_concurrency", "min_concurrency", "requests_per_minute", "tokens_per_minute")
-        for key in positive_ints:
-            value = getattr(self, key)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise ConfigError(f"model.rate_limit.{key}={value!r} must be a positive integer",
-                                  f"set model.rate_limit.{key}=<n >= 1> or null")
-        if not 0 < self.decrease_factor < 1:
-            raise ConfigError(f"model.rate_limit.decrease_factor={self.decrease_factor!r} must be between 0 and 1",
-                              "set model.rate_limit.decrease_factor=0.8 (the limit is multiplied by it on a 429)")
+        section = Section("model.rate_limit", vars(self))
+        for key in ("max_concurrency", "min_concurrency", "requests_per_minute", "tokens_per_minute"):
+            section.number(key, integer=True, positive=True, fix=f"set model.rate_limit.{key}=<n >= 1> or null")
+        section.number("cooldown_seconds", low=0)
+        fix = "set model.rate_limit.decrease_factor=0.8 (the limit is multiplied by it on a 429)"
+        if section.number("decrease_factor", low=0, high=1, fix=fix) in (0, 1):
+            raise ConfigError(f"model.rate_limit.decrease_factor={self.decrease_factor!r} must be between 0 and 1, "
+                              "exclusive", fix)
         if self.min_concurrency > self.max_concurrency:
             raise ConfigError(f"model.rate_limit.min_concurrency={self.min_concurrency} is above "
                               f"max_concurrency={self.max_concurrency}", "lower min_concurrency")

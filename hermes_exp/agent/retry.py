@@ -8,7 +8,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from hermes_exp.errors import ConfigError, ProviderError
+from hermes_exp.config_section import Section
+from hermes_exp.errors import ProviderError
 from hermes_exp.stops import RunStop
 
 # Statuses a later attempt may get past: timeouts, conflicts, rate limits, server and gateway errors.
@@ -50,18 +51,6 @@ class Failure:
         return error
 
 
-def _number(raw: dict[str, Any], key: str, default: float, minimum: float, integer: bool = False) -> Any:
-    value = raw.get(key)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < minimum \
-            or (integer and int(value) != value):
-        kind = "an integer" if integer else "a number"
-        raise ConfigError(f"model.retry.{key}={value!r} must be {kind} >= {minimum}",
-                          f"set model.retry.{key}=<{kind} >= {minimum}> or null for the default {default}")
-    return int(value) if integer else float(value)
-
-
 @dataclass(frozen=True)
 class RetryPolicy:
     """Exponential backoff with jitter, bounded in attempts and in total time; Retry-After wins."""
@@ -75,15 +64,10 @@ class RetryPolicy:
 
     @classmethod
     def from_config(cls, raw: dict[str, Any] | None) -> RetryPolicy:
-        raw = raw or {}
-        return cls(
-            max_attempts=_number(raw, "max_attempts", cls.max_attempts, 1, integer=True),
-            backoff_seconds=_number(raw, "backoff_seconds", cls.backoff_seconds, 0),
-            max_backoff_seconds=_number(raw, "max_backoff_seconds", cls.max_backoff_seconds, 0),
-            max_wait_seconds=_number(raw, "max_wait_seconds", cls.max_wait_seconds, 0),
-            max_retry_after_seconds=_number(raw, "max_retry_after_seconds", cls.max_retry_after_seconds, 0),
-            stop_after_auth_failures=_number(raw, "stop_after_auth_failures", cls.stop_after_auth_failures, 1,
-                                             integer=True))
+        section = Section("model.retry", raw).only(cls.__dataclass_fields__)
+        counts = {"max_attempts", "stop_after_auth_failures"}  # at least one; the rest are seconds >= 0
+        return cls(**{key: section.number(key, getattr(cls, key), 1 if key in counts else 0, integer=key in counts)
+                      for key in cls.__dataclass_fields__})
 
     def wait(self, attempt: int, retry_after: float | None, rng: random.Random) -> float:
         """Seconds before attempt `attempt + 1`: what the server asked for, else backoff x jitter."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from hermes_exp.config_section import Section, choice
 from hermes_exp.errors import ConfigError
 
 # Request fields a model preset may set under `sampling`; null means "not sent".
@@ -23,29 +24,7 @@ ROUTING_LISTS = ("order", "only", "ignore", "quantizations")
 ROUTING_FLAGS = ("allow_fallbacks", "require_parameters")
 QUANTIZATIONS = ("int4", "int8", "fp4", "fp6", "fp8", "fp16", "bf16", "fp32", "unknown")
 TOOL_CHOICES = ("auto", "none", "required")
-
-
-def choice(key: str, value: Any, valid: tuple[str, ...]) -> Any:
-    """`value` if it is null or one of `valid`, else a ConfigError naming key, value and choices."""
-    if value is None or value in valid:
-        return value
-    raise ConfigError(f"{key}={value!r} is not valid; valid values: {', '.join(valid)}",
-                      f"set {key} to one of {', '.join(valid)}, or null to leave it out of requests")
-
-
-def _flag(key: str, value: Any) -> Any:
-    if value is None or isinstance(value, bool):
-        return value
-    raise ConfigError(f"{key}={value!r} must be true, false or null", f"set {key}=true or {key}=false")
-
-
-def _number(key: str, value: Any, low: float | None = None, high: float | None = None, integer: bool = False) -> Any:
-    bad = isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int))
-    if value is None or not (bad or (low is not None and value < low) or (high is not None and value > high)):
-        return value
-    bounds = f" between {low} and {high}" if high is not None else f" >= {low}" if low is not None else ""
-    raise ConfigError(f"{key}={value!r} must be {'an integer' if integer else 'a number'}{bounds}",
-                      f"set {key}=<value> or null to leave it out of requests")
+OMITTED = "to leave it out of requests"  # what null means for a key that goes on the wire
 
 
 @dataclass(frozen=True)
@@ -60,35 +39,29 @@ class Interop:
 
     @classmethod
     def from_config(cls, raw: dict[str, Any] | None) -> Interop:
-        raw = {k: v for k, v in (raw or {}).items() if v is not None}
-        known = {f.name for f in fields(cls)}
-        for key, value in raw.items():
-            if key not in known:
-                raise ConfigError(f"model.interop.{key} is not an interop knob",
-                                  f"use one of: {', '.join(sorted(known))}")
-            if key == "max_tokens_key":
-                choice("model.interop.max_tokens_key", value, ("max_tokens", "max_completion_tokens"))
-            else:
-                _flag(f"model.interop.{key}", value)
-        return cls(**raw)
+        names = [f.name for f in fields(cls)]
+        section = Section("model.interop", raw).only(names)
+        section.choice("max_tokens_key", ("max_tokens", "max_completion_tokens"))
+        for name in names:
+            if name != "max_tokens_key":
+                section.flag(name)
+        return cls(**{k: v for k, v in section.raw.items() if v is not None})
 
 
 def sampling(model: dict[str, Any], interop: Interop) -> tuple[dict[str, Any], dict[str, Any]]:
     """(SDK keyword arguments, extra body fields) from `model.sampling`."""
-    raw = model.get("sampling") or {}
-    unknown = set(raw) - set(SAMPLING_KEYS) - set(EXTRA_SAMPLING_KEYS)
-    if unknown:
-        raise ConfigError(f"model.sampling has unknown keys: {', '.join(sorted(unknown))}",
-                          f"use {', '.join(SAMPLING_KEYS + EXTRA_SAMPLING_KEYS)}, or model.extra_body for others")
-    key = "model.sampling."
-    _number(key + "temperature", raw.get("temperature"), 0, 2)
-    _number(key + "top_p", raw.get("top_p"), 0, 1)
-    _number(key + "max_tokens", raw.get("max_tokens"), 1, integer=True)
-    _number(key + "seed", raw.get("seed"), integer=True)
-    _number(key + "top_k", raw.get("top_k"), 0, integer=True)
-    _flag(key + "parallel_tool_calls", raw.get("parallel_tool_calls"))
+    section = Section("model.sampling", model.get("sampling"), null=OMITTED).only(
+        SAMPLING_KEYS + EXTRA_SAMPLING_KEYS, f"use {', '.join(SAMPLING_KEYS + EXTRA_SAMPLING_KEYS)}, "
+                                             "or model.extra_body for others")
+    raw, key = section.raw, "model.sampling."
+    section.number("temperature", low=0, high=2)
+    section.number("top_p", low=0, high=1)
+    section.number("max_tokens", low=1, integer=True)
+    section.number("seed", integer=True)
+    section.number("top_k", low=0, integer=True)
+    section.flag("parallel_tool_calls")
     if not isinstance(raw.get("tool_choice"), dict):
-        choice(key + "tool_choice", raw.get("tool_choice"), TOOL_CHOICES)
+        section.choice("tool_choice", TOOL_CHOICES)
     stop = raw.get("stop")
     if stop is not None and not isinstance(stop, str) and not (
             isinstance(stop, list) and all(isinstance(s, str) for s in stop)):
@@ -104,16 +77,15 @@ def sampling(model: dict[str, Any], interop: Interop) -> tuple[dict[str, Any], d
 
 def routing(provider: dict[str, Any]) -> dict[str, Any]:
     """OpenRouter's `provider` object from `provider.routing` (null keys are not sent)."""
-    raw = provider.get("routing") or {}
-    known = set(ROUTING_CHOICES) | set(ROUTING_LISTS) | set(ROUTING_FLAGS)
+    section = Section("provider.routing", provider.get("routing"), null=OMITTED)
+    section.only(set(ROUTING_CHOICES) | set(ROUTING_LISTS) | set(ROUTING_FLAGS))
+    raw = section.raw
     for key, value in raw.items():
         name = f"provider.routing.{key}"
-        if key not in known:
-            raise ConfigError(f"{name} is not a routing setting", f"use one of: {', '.join(sorted(known))}")
         if key in ROUTING_CHOICES:
-            choice(name, value, ROUTING_CHOICES[key])
+            section.choice(key, ROUTING_CHOICES[key])
         elif key in ROUTING_FLAGS:
-            _flag(name, value)
+            section.flag(key)
         elif value is not None:
             if isinstance(value, str):
                 raise ConfigError(f"{name}={value!r} must be a list", f"write {name}=[{value}]")
@@ -126,18 +98,15 @@ def routing(provider: dict[str, Any]) -> dict[str, Any]:
 
 def reasoning(model: dict[str, Any], provider: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(SDK keyword arguments, extra body fields) for `model.reasoning` in the provider's format."""
-    raw = dict(model.get("reasoning") or {})
-    unknown = set(raw) - set(REASONING_KEYS)
-    if unknown:
-        raise ConfigError(f"model.reasoning has unknown keys: {', '.join(sorted(unknown))}",
-                          f"use {', '.join(REASONING_KEYS)}")
+    section = Section("model.reasoning", model.get("reasoning"), null=OMITTED)
+    raw = section.only(REASONING_KEYS, f"use {', '.join(REASONING_KEYS)}").raw
     own = raw.pop("format", None)
     fmt = own or provider.get("reasoning_format") or "none"
     choice("model.reasoning.format" if own else "provider.reasoning_format", fmt, REASONING_FORMATS)
-    choice("model.reasoning.effort", raw.get("effort"), EFFORTS)
-    _flag("model.reasoning.enabled", raw.get("enabled"))
-    _flag("model.reasoning.exclude", raw.get("exclude"))
-    _number("model.reasoning.max_tokens", raw.get("max_tokens"), 1, integer=True)
+    section.choice("effort", EFFORTS)
+    section.flag("enabled")
+    section.flag("exclude")
+    section.number("max_tokens", low=1, integer=True)
     wanted = {k: v for k, v in raw.items() if v is not None}
     if wanted.get("enabled") is False and wanted.get("effort") not in (None, "none"):
         raise ConfigError(f"model.reasoning.enabled=false contradicts model.reasoning.effort={wanted['effort']!r}",

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from hermes_exp.config_section import Section
 from hermes_exp.errors import ConfigError
 
 VERSION = 1  # bump when planning or assembly changes what a compression produces
@@ -26,20 +27,16 @@ class CompressSettings:
 
     @classmethod
     def from_settings(cls, settings: dict[str, Any]) -> CompressSettings:
-        raw = dict(settings.get("compress") or {})
-        ints = {"target_max_tokens": 1, "summary_target_tokens": 1, "keep_last_turns": 0}
-        for key, low in ints.items():
-            value = raw.get(key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ConfigError(f"compress.{key}={value!r} must be an integer >= {low}",
-                                  f"set compress.{key}=<n>")
+        section = Section("compress", settings.get("compress"))
+        raw = section.raw
+        for key, low in {"target_max_tokens": 1, "summary_target_tokens": 1, "keep_last_turns": 0}.items():
+            section.number(key, low=low, integer=True, required=True, fix=f"set compress.{key}=<n>")
         if raw["summary_target_tokens"] >= raw["target_max_tokens"]:
             raise ConfigError(f"compress.summary_target_tokens={raw['summary_target_tokens']} must be below "
                               f"compress.target_max_tokens={raw['target_max_tokens']}",
                               "a summary must leave room for the turns it does not replace")
-        if not isinstance(raw.get("keep_over_limit"), bool):
-            raise ConfigError(f"compress.keep_over_limit={raw.get('keep_over_limit')!r} must be true or false",
-                              "set compress.keep_over_limit=false (drop rows still over the target) or true")
+        section.flag("keep_over_limit", nullable=False, required=True,
+                     fix="set compress.keep_over_limit=false (drop rows still over the target) or true")
         model = _merged(settings["model"], raw.get("model") or {})
         return cls(raw.get("tokenizer"), raw["target_max_tokens"], raw["summary_target_tokens"],
                    raw["keep_last_turns"], raw["keep_over_limit"], raw.get("summary_notice") or None, model)

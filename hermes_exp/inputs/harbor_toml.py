@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hermes_exp.config_section import Section
+
 # Every key of Harbor's schema, per table ("" = the top level).
 HARBOR_KEYS: dict[str, set[str]] = {
     "": {"schema_version", "version", "task", "metadata", "verifier", "agent", "environment", "solution",
@@ -105,12 +107,11 @@ def _table(data: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def _number(table: dict[str, Any], name: str, key: str, default: float | None) -> Any:
-    value = table.get(key, default)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise TaskTomlError(f"[{name}].{key}={value!r} must be a positive number")
-    return value
+    return Section(f"[{name}]", table, error=_toml_error).number(key, default, positive=True)
+
+
+def _toml_error(message: str, _fix: str) -> TaskTomlError:
+    return TaskTomlError(message)  # task.toml errors name the file and table; the caller says what to do
 
 
 def _text(table: dict[str, Any], name: str, key: str) -> str | None:

@@ -11,6 +11,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
+from hermes_exp.config_section import Section
 from hermes_exp.errors import ConfigError, ToolError
 from hermes_exp.tools.aloop import LoopThread
 
@@ -52,16 +53,15 @@ class ServerSpec:
         if not isinstance(conf, dict) or bool(conf.get("command")) == bool(conf.get("url")):
             raise ConfigError(f"{key} needs exactly one of `command` (stdio) or `url` (streamable HTTP)",
                               f"e.g. {key}.command=npx {key}.args=[-y,@modelcontextprotocol/server-everything]")
-        unknown = sorted(set(conf) - _KEYS)
-        if unknown:
-            raise ConfigError(f"{key} has unknown keys {unknown}", f"valid keys: {', '.join(sorted(_KEYS))}")
+        section = Section(key, conf).only(_KEYS, f"valid keys: {', '.join(sorted(_KEYS))}")
+        section.flag("per_task", nullable=True)
         if conf.get("url") and conf.get("per_task"):
             raise ConfigError(f"{key}.per_task applies to stdio servers only", f"remove {key}.per_task")
         strs = lambda v: {str(k): str(x) for k, x in (v or {}).items()}  # noqa: E731
         return cls(name, conf.get("command"), tuple(str(a) for a in conf.get("args") or ()), strs(conf.get("env")),
                    conf.get("cwd"), conf.get("url"), strs(conf.get("headers")), strs(conf.get("headers_env")),
-                   bool(conf.get("per_task")), float(conf.get("timeout") or 60),
-                   float(conf.get("startup_timeout") or 30))
+                   bool(conf.get("per_task")), float(section.number("timeout", 60, positive=True)),
+                   float(section.number("startup_timeout", 30, positive=True)))
 
     def missing_variables(self) -> list[str]:
         return sorted(v for v in {**self.env, **self.headers_env}.values() if v not in os.environ)
