@@ -19,7 +19,7 @@ source "$ENVFILE"
 trap 'bash .ci/setup-sandboxes.sh stop "$ENVFILE" || true; rm -f "$ENVFILE"' EXIT
 
 set +e
-"$VENV/bin/python" -m pytest "$@"
+"$VENV/bin/python" -m pytest --durations=25 "$@"   # the slowest tests, to keep CI within its time
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
