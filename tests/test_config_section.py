@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import pytest
 
+from hermes_exp.agent.cache import CacheControl
+from hermes_exp.agent.limits import TaskLimits
+from hermes_exp.agent.ratelimit import Limits
+from hermes_exp.agent.retry import RetryPolicy
+from hermes_exp.agent.wire import Interop, reasoning, routing, sampling
+from hermes_exp.budget import BudgetLimits
+from hermes_exp.compress.config import CompressSettings
 from hermes_exp.config_section import Section, choice
+from hermes_exp.cost import Pricing
 from hermes_exp.errors import ConfigError
+from hermes_exp.tools.mcp_client import ServerSpec
 
 
 def refused(call) -> ConfigError:
@@ -76,3 +85,25 @@ def test_another_file_gets_its_own_exception() -> None:
     section = Section("[environment]", {"cpus": 0}, error=lambda message, _fix: TomlError(message))
     with pytest.raises(TomlError, match=r"^\[environment\].cpus=0 must be a positive number$"):
         section.number("cpus", positive=True)
+
+
+TYPO = {"typo": 1}
+READERS = {  # every config section and what reads it: each refuses a key it does not have, by name
+    "model.retry": lambda: RetryPolicy.from_config(TYPO),
+    "model.rate_limit": lambda: Limits.from_config(TYPO, 4),
+    "model.cache_control": lambda: CacheControl.from_config({"enabled": True, **TYPO}),
+    "model.interop": lambda: Interop.from_config(TYPO),
+    "model.sampling": lambda: sampling({"sampling": TYPO}, Interop()),
+    "provider.routing": lambda: routing({"routing": TYPO}),
+    "model.reasoning": lambda: reasoning({"reasoning": TYPO}, {}),
+    "model.pricing": lambda: Pricing.from_config({"prompt": 1, "completion": 2, **TYPO}),
+    "budget": lambda: BudgetLimits.from_settings({"budget": TYPO}),
+    "limits": lambda: TaskLimits.from_settings({"limits": TYPO}),
+    "compress": lambda: CompressSettings.from_settings({"compress": TYPO, "model": {}}),
+    "mcp.servers.s": lambda: ServerSpec.from_config("s", {"command": "x", **TYPO}),
+}
+
+
+@pytest.mark.parametrize("section", READERS)
+def test_every_section_refuses_an_unknown_key(section: str) -> None:
+    assert refused(READERS[section]).message == f"{section} has unknown keys: typo"

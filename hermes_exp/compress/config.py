@@ -13,6 +13,8 @@ from hermes_exp.errors import ConfigError
 VERSION = 1  # bump when planning or assembly changes what a compression produces
 # The parts of the summariser's config that change what it writes (not its endpoint, retries or prices).
 _MODEL_KEYS = ("name", "sampling", "reasoning", "extra_body")
+KEYS = ("tokenizer", "target_max_tokens", "summary_target_tokens", "keep_last_turns", "keep_over_limit",
+        "summary_notice", "model")
 
 
 @dataclass(frozen=True)
@@ -27,7 +29,7 @@ class CompressSettings:
 
     @classmethod
     def from_settings(cls, settings: dict[str, Any]) -> CompressSettings:
-        section = Section("compress", settings.get("compress"))
+        section = Section("compress", settings.get("compress")).only(KEYS)
         raw = section.raw
         for key, low in {"target_max_tokens": 1, "summary_target_tokens": 1, "keep_last_turns": 0}.items():
             section.number(key, low=low, integer=True, required=True, fix=f"set compress.{key}=<n>")
