@@ -8,12 +8,31 @@ client, transport, connection pool and deadline are used, so the wire is unchang
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import httpx2
 
 # httpx fills these in for every request (the body's length) or the SDK counts them per attempt.
 _PER_CALL = {b"content-length"}
+_last_tools = threading.local()  # a session thread sends one task's tool list with each of its calls
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def body_bytes(body: dict[str, Any]) -> bytes:
+    """`body` as compact JSON, byte for byte what one json.dumps gives; the tool list (the same for
+    all of a task's calls, often half the body) is serialised once per task in each thread."""
+    tools = body.get("tools")
+    if not tools:
+        return _dumps(body).encode()
+    memo = getattr(_last_tools, "memo", None)
+    if memo is None or memo[0] is not tools:
+        memo = _last_tools.memo = (tools, _dumps(tools))
+    members = (f"{_dumps(k)}:{memo[1] if k == 'tools' else _dumps(v)}" for k, v in body.items())
+    return ("{" + ",".join(members) + "}").encode()
 
 
 class PreparedPost:
@@ -28,7 +47,7 @@ class PreparedPost:
 
     def request(self, body: dict[str, Any]) -> httpx2.Request:
         """The request of one call: the body serialised once, as the SDK serialises it."""
-        content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+        content = body_bytes(body)
         return httpx2.Request("POST", self.url, headers=self._headers, content=content,
                               extensions=self._extensions)
 

@@ -1,0 +1,37 @@
+"""The request body and the prompt-token estimate with the tool list serialised once per task: the
+same bytes and the same estimate as serialising the whole body for every call."""
+
+from __future__ import annotations
+
+import json
+
+from hermes_exp.agent.post import body_bytes
+from hermes_exp.cost import CHARS_PER_TOKEN, estimate_prompt_tokens
+
+TOOLS = [{"type": "function", "function": {"name": "terminal", "description": "run a command — in the sandbox",
+                                           "parameters": {"type": "object", "properties": {"c": {"type": "string"}}}}}]
+
+
+def whole(body: dict) -> bytes:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def estimate_whole(body: dict) -> int:
+    text = json.dumps(body.get("messages") or [], ensure_ascii=False) + json.dumps(body.get("tools") or [],
+                                                                                   ensure_ascii=False)
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    return int(ascii_chars / CHARS_PER_TOKEN) + len(text.encode("utf-8", "surrogatepass")) - ascii_chars + 1
+
+
+def test_body_and_estimate_match_whole_serialisation_across_calls_and_tool_lists() -> None:
+    messages = [{"role": "user", "content": "héllo 你好"}]
+    other_tools = [{**TOOLS[0], "function": {**TOOLS[0]["function"], "name": "file"}}]
+    for tools in (TOOLS, TOOLS, other_tools, TOOLS, []):
+        body = {"model": "m", "messages": list(messages), "temperature": 0.0, "tools": tools,
+                "tool_choice": "auto"}
+        if not tools:
+            del body["tools"]
+        assert body_bytes(body) == whole(body)
+        assert estimate_prompt_tokens(body) == estimate_whole(body)
+        messages.append({"role": "assistant", "content": None, "tool_calls": [{"id": "1", "type": "function",
+                         "function": {"name": "terminal", "arguments": "{\"c\": \"ls\"}"}}]})
