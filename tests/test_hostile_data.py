@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 import subprocess
 import sys
 import time
@@ -142,8 +143,13 @@ def test_a_dataset_rewritten_during_the_run(tmp_path: Path) -> None:
         assert not [p for p in asked if p.startswith("Replaced")]
         again = run_cli(tmp_path, *args)
         assert again.returncode == 0, again.stderr
+    # the outputs follow the dataset as it is now; the original rows' results stay in the ledger
+    assert f"{n} task(s) in the ledger are no longer in the dataset" in again.stderr
     rows = read_jsonl(tmp_path / "outputs" / "rw" / "trajectories.jsonl")
-    assert Counter(r["conversations"][1]["value"].split()[0] for r in rows) == {"Original": n, "Replaced": n}
+    assert Counter(r["conversations"][1]["value"].split()[0] for r in rows) == {"Replaced": n}
+    with sqlite3.connect(tmp_path / "outputs" / "rw" / "ledger.db") as db:
+        kept = Counter(p.split()[0] for (p,) in db.execute("SELECT prompt FROM tasks WHERE state = 'done'"))
+    assert kept == {"Original": n, "Replaced": n}
 
 
 @pytest.mark.slow
