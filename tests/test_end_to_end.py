@@ -110,7 +110,8 @@ def test_filters_drop_and_record_reasons(tmp_path: Path) -> None:
     data = write_dataset(tmp_path / "p.jsonl", [{"prompt": f"p{i}"} for i in range(6)])
     for knob, reason in (("bad_tool_rate", "hallucinated_tools"), ("no_reasoning_rate", "no_reasoning")):
         run_name = f"f_{knob}"
-        result = run_cli(tmp_path, f"dataset.path={data}", f"run_name={run_name}", f"model.mock_server.{knob}=1.0")
+        result = run_cli(tmp_path, f"dataset.path={data}", f"run_name={run_name}", f"model.mock_server.{knob}=1.0",
+                         "distribution=terminal_only")  # the filters, not the toolsets, are under test
         assert result.returncode == 0, result.stderr
         out = tmp_path / "outputs" / run_name
         assert (out / "trajectories.jsonl").read_text() == ""
@@ -118,7 +119,7 @@ def test_filters_drop_and_record_reasons(tmp_path: Path) -> None:
         assert stats["filtered"] == 6 and stats["discarded"] == {reason: 6}
         assert f"{reason}: 6" in result.stderr
     kept = run_cli(tmp_path, f"dataset.path={data}", "run_name=f_none", "filters=none",
-                   "model.mock_server.bad_tool_rate=1.0")
+                   "model.mock_server.bad_tool_rate=1.0", "distribution=terminal_only")
     rows = read_jsonl(tmp_path / "outputs" / "f_none" / "trajectories.jsonl")
     assert kept.returncode == 0 and len(rows) == 6
     # The hallucinated call is kept verbatim and answered with an error naming the valid tools.
