@@ -160,6 +160,24 @@ def sandbox(open_sandbox: Callable[..., Sandbox]) -> Sandbox:
 
 
 @pytest.fixture
+def make_factory() -> Iterator[Callable[..., Any]]:
+    """Makes DockerSandboxFactory objects (the test image, a run id of their own), shut down after the test."""
+    require("docker")
+    from hermes_exp.sandbox.docker import DockerSandboxFactory
+
+    made: list[DockerSandboxFactory] = []
+
+    def make(**kwargs: Any) -> DockerSandboxFactory:
+        kwargs = {"image": IMAGE, "pull_timeout": 10, "run_id": f"test-{uuid.uuid4().hex[:10]}", **kwargs}
+        made.append(DockerSandboxFactory(**kwargs))
+        return made[-1]
+
+    yield make
+    for factory in made:
+        factory.shutdown()
+
+
+@pytest.fixture
 def docker_client() -> Any:
     """The raw engine client, for looking at containers from outside the code under test."""
     require("docker")

@@ -13,24 +13,9 @@ import pytest
 
 from hermes_exp.errors import SandboxError
 from hermes_exp.sandbox.docker import OWNER_LABEL, RUN_LABEL, TASK_LABEL, DockerSandboxFactory
-from tests.sandbox.conftest import IMAGE, IMAGE2, require
+from tests.sandbox.conftest import IMAGE, IMAGE2
 
 pytestmark = pytest.mark.docker
-
-
-@pytest.fixture
-def make_factory():
-    require("docker")
-    made: list[DockerSandboxFactory] = []
-
-    def make(**kwargs) -> DockerSandboxFactory:
-        kwargs = {"image": IMAGE, "pull_timeout": 10, "run_id": f"test-{uuid.uuid4().hex[:10]}", **kwargs}
-        made.append(DockerSandboxFactory(**kwargs))
-        return made[-1]
-
-    yield make
-    for factory in made:
-        factory.shutdown()
 
 
 def test_row_image_wins_over_default(make_factory) -> None:

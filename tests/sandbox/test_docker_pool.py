@@ -7,7 +7,6 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-import uuid
 from collections.abc import Callable
 
 import pytest
@@ -15,7 +14,7 @@ import pytest
 from hermes_exp.errors import ConfigError, ToolError
 from hermes_exp.sandbox.docker import RUN_LABEL, TASK_LABEL, DockerSandboxFactory
 from hermes_exp.sandbox.docker_pool import POOL_KEY, WarmPool
-from tests.sandbox.conftest import IMAGE, IMAGE2, require
+from tests.sandbox.conftest import IMAGE2
 
 
 def wait_for(check: Callable[[], object], what: str, timeout: float = 60) -> object:
@@ -27,21 +26,6 @@ def wait_for(check: Callable[[], object], what: str, timeout: float = 60) -> obj
             return found
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
-
-
-@pytest.fixture
-def make_factory():
-    require("docker")
-    made: list[DockerSandboxFactory] = []
-
-    def make(**kwargs) -> DockerSandboxFactory:
-        kwargs = {"image": IMAGE, "pull_timeout": 10, "run_id": f"test-{uuid.uuid4().hex[:10]}", **kwargs}
-        made.append(DockerSandboxFactory(**kwargs))
-        return made[-1]
-
-    yield make
-    for factory in made:
-        factory.shutdown()
 
 
 def run_containers(docker_client, run_id: str, task: str | None = None) -> set[str]:
