@@ -12,6 +12,7 @@ from typing import Any
 from joblib import Parallel, delayed, parallel_config
 
 from hermes_exp.errors import ConfigError
+from hermes_exp.optional import require
 
 
 class JoblibExecutor:
@@ -61,10 +62,8 @@ class DaskExecutor(JoblibExecutor):
         self.address, self.n_workers, self.threads_per_worker = address, int(n_workers), int(threads_per_worker)
 
     def cluster(self) -> AbstractContextManager[Any]:
-        try:
-            from dask.distributed import Client, LocalCluster
-        except ImportError as exc:
-            raise _missing("dask[distributed]", "dask") from exc
+        distributed = require("dask.distributed", _missing("dask[distributed]", "dask"))
+        Client, LocalCluster = distributed.Client, distributed.LocalCluster
         if self.address:
             return Client(self.address)
         local = LocalCluster(n_workers=self.n_workers, threads_per_worker=self.threads_per_worker,
@@ -92,10 +91,7 @@ class RayExecutor(JoblibExecutor):
 
     def map_unordered(self, fn: Callable[..., dict[str, Any]], settings: dict[str, Any],
                       tasks: Iterable[Any]) -> Iterator[dict[str, Any]]:
-        try:
-            import ray
-        except ImportError as exc:
-            raise _missing("ray", "ray") from exc
+        ray = require("ray", _missing("ray", "ray"))
         started = not ray.is_initialized()
         if started:
             # "local", not None: None joins whatever cluster /tmp/ray/ray_current_cluster names

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hermes_exp.errors import ConfigError
+from hermes_exp.optional import require
 
 Counter = Callable[[list[str]], list[int]]
 _KEY = "compress.tokenizer"
@@ -28,11 +29,8 @@ def _tokenizers(path: Path) -> tuple[Counter, str]:
     if not path.is_file():
         raise ConfigError(f"{_KEY}={str(path)!r}: no such file",
                           f"point {_KEY} at a tokenizer.json (e.g. from the model's Hugging Face repository)")
-    try:
-        from tokenizers import Tokenizer
-    except ImportError as exc:
-        raise ConfigError("compression needs the `tokenizers` package, which is not installed",
-                          "pip install 'hermes-exp[compress]'") from exc
+    Tokenizer = require("tokenizers", ConfigError("compression needs the `tokenizers` package, which is not "
+                                                  "installed", "pip install 'hermes-exp[compress]'")).Tokenizer
     try:
         tokenizer = Tokenizer.from_file(str(path))
     except Exception as exc:  # tokenizers raises a bare Exception for a malformed file
@@ -46,11 +44,9 @@ def _tokenizers(path: Path) -> tuple[Counter, str]:
 
 
 def _tiktoken(encoding: str) -> tuple[Counter, str]:
-    try:
-        import tiktoken
-    except ImportError as exc:
-        raise ConfigError(f"{_KEY}=tiktoken:{encoding} needs the `tiktoken` package, which is not installed",
-                          f"pip install tiktoken, or set {_KEY}=path/to/tokenizer.json") from exc
+    tiktoken = require("tiktoken", ConfigError(
+        f"{_KEY}=tiktoken:{encoding} needs the `tiktoken` package, which is not installed",
+        f"pip install tiktoken, or set {_KEY}=path/to/tokenizer.json"))
     try:
         enc = tiktoken.get_encoding(encoding)
     except Exception as exc:  # unknown name, or its file cannot be downloaded here

@@ -10,6 +10,7 @@ from typing import Any
 from hermes_exp.errors import DatasetError
 from hermes_exp.inputs.base import Record
 from hermes_exp.inputs.parquet import BATCH_ROWS, _columns, records
+from hermes_exp.optional import require
 
 
 def is_hf_folder(path: Path) -> bool:
@@ -35,11 +36,8 @@ class HfDiskSource:
         yield from records(batches, self.path, self.fields)
 
     def _load(self) -> Any:
-        try:
-            import datasets
-        except ImportError as exc:
-            raise DatasetError("reading a Hugging Face dataset folder needs the `datasets` package",
-                               "pip install 'hermes-exp[hf]'") from exc
+        datasets = require("datasets", DatasetError("reading a Hugging Face dataset folder needs the "
+                                                    "`datasets` package", "pip install 'hermes-exp[hf]'"))
         try:
             data = datasets.load_from_disk(str(self._path))
         except Exception as exc:  # a folder save_to_disk did not write

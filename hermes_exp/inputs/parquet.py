@@ -9,17 +9,14 @@ from typing import Any
 from hermes_exp.errors import DatasetError
 from hermes_exp.inputs.base import Record
 from hermes_exp.inputs.fields import BadValue, normalise
+from hermes_exp.optional import require
 
 BATCH_ROWS = 1024
 
 
 def pyarrow_module() -> Any:
-    try:
-        import pyarrow.parquet as pq
-    except ImportError as exc:
-        raise DatasetError("reading Parquet needs pyarrow, which is not installed",
-                           "pip install 'hermes-exp[parquet]'") from exc
-    return pq
+    return require("pyarrow.parquet", DatasetError("reading Parquet needs pyarrow, which is not installed",
+                                                   "pip install 'hermes-exp[parquet]'"))
 
 
 def records(batches: Iterator[Any], where: str, fields: dict[str, str]) -> Iterator[Record]:

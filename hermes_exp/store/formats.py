@@ -17,6 +17,7 @@ from hermes_exp.store.atomic import atomic_writer
 from hermes_exp.store.ledger import Ledger
 from hermes_exp.store.sharegpt import offered_tools, system_mode
 from hermes_exp.tools.registry import Registry
+from hermes_exp.optional import require
 
 FORMATS = ("sharegpt", "openai", "parquet")
 OPENAI_FILE = "trajectories.openai.jsonl"
@@ -104,13 +105,10 @@ def write_openai_messages(ledger: Ledger, run_dir: Path, model: str = "", chosen
 
 
 def _pyarrow() -> Any:
-    try:
-        import pyarrow
-        import pyarrow.parquet  # noqa: F401  (a submodule: import it so `pyarrow.parquet` resolves)
-    except ImportError as exc:
-        raise ConfigError("the parquet output format needs pyarrow, which is not installed",
-                          "pip install 'hermes-exp[parquet]', or drop parquet from outputs.formats") from exc
-    return pyarrow
+    missing = ConfigError("the parquet output format needs pyarrow, which is not installed",
+                          "pip install 'hermes-exp[parquet]', or drop parquet from outputs.formats")
+    require("pyarrow.parquet", missing)  # a submodule: imported so that `pyarrow.parquet` resolves
+    return require("pyarrow", missing)
 
 
 def _chunks(path: Path) -> Iterator[list[dict[str, Any]]]:

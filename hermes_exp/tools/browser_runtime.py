@@ -14,17 +14,15 @@ from urllib.parse import urlsplit
 
 from hermes_exp.errors import ConfigError, ToolError
 from hermes_exp.tools.aloop import LoopThread
+from hermes_exp.optional import require
 
 log = logging.getLogger(__name__)
 INSTALL_HINT = "pip install 'hermes-exp[browser]' (Playwright; it drives the system Chromium, apt-get install chromium)"
 
 
 def _playwright() -> Any:
-    try:
-        from playwright.async_api import async_playwright
-    except ImportError as exc:
-        raise ConfigError("the browser toolset needs the `playwright` package", INSTALL_HINT) from exc
-    return async_playwright
+    missing = ConfigError("the browser toolset needs the `playwright` package", INSTALL_HINT)
+    return require("playwright.async_api", missing).async_playwright
 
 
 class UrlPolicy:
