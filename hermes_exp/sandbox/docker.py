@@ -12,10 +12,11 @@ from typing import Any
 
 from hermes_exp.errors import ConfigError, SandboxError
 from hermes_exp.sandbox.docker_engine import (OWNER_LABEL, RUN_LABEL, TASK_LABEL, _engine_errors, connect,
-                                              quietly_remove, reap)
+                                              quietly_kill, quietly_remove, reap)
 from hermes_exp.sandbox.docker_images import ImageCache
-from hermes_exp.sandbox.docker_lifecycle import Limits, host_config, start_container, without_network_stack
+from hermes_exp.sandbox.docker_lifecycle import Limits, host_config, networked, start_container, without_network_stack
 from hermes_exp.sandbox.docker_pool import POOL_KEY, WarmPool
+from hermes_exp.sandbox.docker_remover import Remover
 from hermes_exp.sandbox.docker_sandbox import DockerSandbox
 from hermes_exp.sandbox.images import ImageBuilder
 from hermes_exp.sandbox.process import clean_env
@@ -34,7 +35,8 @@ class DockerSandboxFactory:
                  cpus: float = 1.0, pids_limit: int = 256, read_only: bool = False, max_sandboxes: int = 8,
                  pull_timeout: float = 300, output_limit: int = 20000, env: dict[str, str] | None = None,
                  base_url: str | None = None, run_id: str = "run", base_dir: str = ".", max_builds: int = 2,
-                 max_starts_per_second: float = 0.0, warm_pool: int = 0, **_: Any) -> None:
+                 max_starts_per_second: float = 0.0, warm_pool: int = 0, remove_in_background: bool = True,
+                 **_: Any) -> None:
         self.image, self.run_id = image, str(run_id)
         self._limits = Limits(bool(network), bool(read_only), int(memory_mb), float(cpus), int(pids_limit))
         self._output_limit = int(output_limit)
@@ -49,6 +51,8 @@ class DockerSandboxFactory:
         self._builder = ImageBuilder(self._api, _engine_errors, base_dir, max_builds)  # a row's container.build
         self.pool = WarmPool(_pool_size(warm_pool), self._make_pooled, lambda cid: quietly_remove(self._api(), cid),
                              pace=self._start_rate.wait)
+        self._remover = Remover(lambda cid: quietly_remove(self._api(), cid), backlog=self._max or 64) \
+            if _flag("remove_in_background", remove_in_background) else None
 
     def preflight(self, rows_images: set[str] | None = None, default_image: bool = True) -> None:
         """Fail once if the engine is unreachable; reap this run's leftovers; warm the images (a
@@ -99,18 +103,34 @@ class DockerSandboxFactory:
             if name not in self._env:
                 env.pop(name)  # keep the image's own PATH (conda, venvs, ...); a task image's HOME
         return DockerSandbox(self._api(), cid, workdir=workdir, env=env,
-                             output_limit=self._output_limit, on_close=self._releaser())
+                             output_limit=self._output_limit,
+                             on_close=self._closer(networked(self._limits, row.get("container") or {})))
 
-    def _releaser(self) -> Any:
-        """The sandbox's on_close: gives its slot back, once."""
-        released = threading.Event()
+    def _closer(self, on_network: bool) -> Any:
+        """The sandbox's on_close, once: its container removed (queued for the remover, which waits
+        only while the engine is a backlog behind) and `then` run after; then its slot given back.
+        A container on a network is killed first, so no server of the task answers while it waits."""
+        closed = threading.Event()
 
-        def release() -> None:
-            if self._slots and not released.is_set():
-                released.set()
-                self._slots.release()
+        def close(cid: str, then: Any) -> None:
+            if closed.is_set():
+                return
+            closed.set()
+            try:
+                if self._remover is not None:
+                    if on_network:
+                        quietly_kill(self._api(), cid)
+                    self._remover.submit(cid, then)
+                else:
+                    try:
+                        quietly_remove(self._api(), cid)
+                    finally:
+                        then()
+            finally:
+                if self._slots:
+                    self._slots.release()
 
-        return release
+        return close
 
     def _start(self, image: str, workdir: str, task_key: str, task: dict[str, Any]) -> str:
         api = self._api()
@@ -124,14 +144,23 @@ class DockerSandboxFactory:
         return self._start(self.image, "/task", POOL_KEY, {})
 
     def shutdown(self) -> None:
-        """Remove every container of this run that is still there, the warm pool's too. Safe to call twice."""
+        """Remove every container of this run that is still there: the closed ones still queued for
+        removal (waited for), the warm pool's, any other. Safe to call twice."""
         self.pool.stop()
+        if self._remover is not None:
+            self._remover.drain()
         try:
             reap(self._api(), self.run_id, everything=True)
         except SandboxError as exc:
             # An engine that never answered holds nothing of ours; the start-up error said it all.
             if self._client is not None:
                 log.warning("docker sandbox shutdown: %s", exc)
+
+
+def _flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"sandbox.{name} must be true or false, got {value!r}", f"set sandbox.{name}=true or false")
+    return value
 
 
 def _pool_size(value: Any) -> int:

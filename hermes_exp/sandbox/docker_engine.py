@@ -87,11 +87,26 @@ def reap(api: Any, run_id: str, *, everything: bool) -> int:
 def quietly_remove(api: Any, cid: str) -> bool:
     """Force-remove a container and its anonymous volumes; never raises (cleanup must not mask the
     error that brought us here). False if it could not be removed."""
+    errors = _docker().errors
     try:
         api.remove_container(cid, force=True, v=True)
-    except _docker().errors.NotFound:
+    except errors.NotFound:
         pass
+    except errors.APIError as exc:
+        if exc.status_code != 409 or "in progress" not in str(exc.explanation or ""):
+            log.warning("could not remove container %s: %s", cid[:12], exc)
+            return False
+        # another remover (a worker's, or the shutdown reap) is at it: the engine finishes it
     except _engine_errors() as exc:
         log.warning("could not remove container %s: %s", cid[:12], exc)
         return False
     return True
+
+
+def quietly_kill(api: Any, cid: str) -> None:
+    """SIGKILL a container's processes now (its removal comes later); never raises: the removal that
+    follows ends them anyway, or logs why it could not."""
+    try:
+        api.kill(cid)
+    except _engine_errors() as exc:
+        log.debug("could not kill container %s: %s", cid[:12], exc)

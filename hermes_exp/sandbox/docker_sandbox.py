@@ -1,5 +1,6 @@
 """`DockerSandbox`: one task's running container. Commands go through `docker exec` (docker_exec),
-files through the archive API (docker_files); `close()` force-removes the container."""
+files through the archive API (docker_files); `close()` hands the container to its factory's removal
+(in the background by default: docker_remover)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ from hermes_exp.errors import SandboxError
 from hermes_exp.sandbox import docker_files as files
 from hermes_exp.sandbox.background import BackgroundSet
 from hermes_exp.sandbox.base import READ_LIMIT, ExecResult, confine
-from hermes_exp.sandbox.docker_engine import _engine_errors, quietly_remove
+from hermes_exp.sandbox.docker_engine import _engine_errors
 from hermes_exp.sandbox.docker_exec import run_exec
 
 
 class DockerSandbox:
-    """A running container; `close()` force-removes it (and its anonymous volumes) whatever happened."""
+    """A running container. `close()` gives it up whatever happened: `on_close(container_id, then)`
+    removes it (and its anonymous volumes), now or in the background, and runs `then` (which ends
+    the background processes' streams) after; nothing of it is used again."""
 
     def __init__(self, api: Any, container_id: str, *, workdir: str, env: dict[str, str],
                  output_limit: int, on_close: Any) -> None:
@@ -70,8 +73,4 @@ class DockerSandbox:
         if self.closed:
             return
         self.closed = True
-        try:
-            quietly_remove(self._api, self.container_id)  # ends its background processes too
-            self.background.kill_all()
-        finally:
-            self._on_close()
+        self._on_close(self.container_id, self.background.kill_all)  # removal ends its processes

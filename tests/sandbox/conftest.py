@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -111,6 +112,14 @@ class Backend:
     def ident(sb: Sandbox) -> str:
         """What outlives a sandbox if cleanup fails: its host directory or its container."""
         return getattr(sb, "container_id", None) or str(getattr(sb, "root"))
+
+    def wait_gone(self, ident: str, timeout: float = 60) -> None:
+        """Wait until a closed sandbox's directory or container is gone (docker removes it in the
+        background); the bound is for a loaded machine, not a speed assertion."""
+        deadline = time.monotonic() + timeout
+        while self.exists(ident):
+            assert time.monotonic() < deadline, f"{ident[:40]} outlived its sandbox's close() by {timeout:g}s"
+            time.sleep(0.05)
 
     def exists(self, ident: str) -> bool:
         if self.name != "docker":

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_exp.errors import ToolError
+from hermes_exp.errors import SandboxError, ToolError
 from tests.sandbox.conftest import TARGETS, Backend, host_busybox
 
 KNOWN_FAILURES: dict[tuple[str, str], str] = {
@@ -116,13 +116,22 @@ def test_sandboxes_do_not_see_each_other(open_sandbox) -> None:
 
 
 def test_cleanup_after_close(backend: Backend, factory) -> None:
+    """close() gives the sandbox up at once (it refuses work; nothing of it reaches the next task, see
+    test_sandboxes_do_not_see_each_other); what it held is gone soon after without the factory's
+    shutdown (docker removes the container in the background), and for certain after shutdown."""
     sb = factory.open("v1:close", {})
     ident = backend.ident(sb)
     sb.write_file("f.txt", b"x")
     assert backend.exists(ident)
     sb.close()
     sb.close()  # twice is harmless
-    assert not backend.exists(ident)
+    with pytest.raises(SandboxError):
+        sb.exec("true", timeout=10)
+    backend.wait_gone(ident)
+    later = factory.open("v1:close-later", {})
+    later.close()
+    factory.shutdown()  # the run's end: whatever was closed is gone when it returns
+    assert not backend.exists(backend.ident(later))
 
 
 def test_cleanup_after_exception(backend: Backend, factory) -> None:
@@ -134,7 +143,7 @@ def test_cleanup_after_exception(backend: Backend, factory) -> None:
             raise RuntimeError("the agent crashed")
         finally:
             sb.close()
-    assert not backend.exists(ident)
+    backend.wait_gone(ident)
 
 
 def test_cleanup_after_sigint_of_runner(backend: Backend) -> None:

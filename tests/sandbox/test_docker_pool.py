@@ -52,7 +52,8 @@ def test_tasks_get_pooled_containers_each_alone_and_none_is_left(make_factory, d
     assert other.container_id not in ahead
     for sb in (a, b, other):
         sb.close()
-    assert not run_containers(docker_client, factory.run_id) & {a.container_id, b.container_id}
+    wait_for(lambda: not run_containers(docker_client, factory.run_id) & {a.container_id, b.container_id},
+             "the used containers' removal (in the background)")
     wait_for(lambda: factory.pool.ready() == 2, "the pool to refill")
     refilled = run_containers(docker_client, factory.run_id, POOL_KEY)
     assert len(refilled) == 2 and not refilled & ahead  # a used container never goes back
