@@ -15,6 +15,7 @@ import httpcore2
 import httpx2
 
 
+from hermes_exp.agent.exchange import StdlibTransport
 from hermes_exp.agent.pools import PerThreadTransport
 
 _local = threading.local()  # the sync client does all I/O of a request in the caller's thread
@@ -98,10 +99,11 @@ class DeadlineHTTPClient(httpx2.Client):
         transport = kwargs.pop("transport", None)
         if transport is not None:
             return transport
-        # one TLS context (loading the CA store is costly) for the pool of each session thread (agent/pools.py)
+        # one TLS context (loading the CA store is costly) for the connection of each session thread
+        # (agent/pools.py), each sent with http.client (agent/exchange.py)
         context = httpx2.create_ssl_context(verify=verify, cert=cert, trust_env=trust_env)
-        return PerThreadTransport(lambda: _with_deadline(httpx2.HTTPTransport(verify=context, trust_env=trust_env,
-                                                                              **kwargs)))
+        expiry = kwargs.get("limits", httpx2.Limits()).keepalive_expiry
+        return PerThreadTransport(lambda: StdlibTransport(context, expiry, _bounded))
 
     def _init_proxy_transport(self, *args: Any, **kwargs: Any) -> httpx2.BaseTransport:
         transport = super()._init_proxy_transport(*args, **kwargs)

@@ -1,0 +1,117 @@
+"""The model client's HTTP/1.1 exchange (agent/exchange.py) against a real loopback server that answers
+in the ways servers do: kept-alive, `Connection: close`, closing an idle kept-alive connection, chunked
+and gzip-encoded bodies. Every call gets its answer, over as few connections as the server allows."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from test_deadlines import ANSWER
+from test_providers import TOOLS, settings_for
+
+from hermes_exp.agent.model import ModelClient
+
+BODY = json.dumps(ANSWER).encode()
+
+
+class RawServer:
+    """Answers each request on a connection with a valid completion, framed as `mode` says, and
+    counts the connections it accepted."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.connections = 0
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self._sock.settimeout(0.1)
+        self.base_url = f"http://127.0.0.1:{self._sock.getsockname()[1]}/v1"
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                continue
+            self.connections += 1
+            threading.Thread(target=self._answer_all, args=(conn,), daemon=True).start()
+
+    def _answer_all(self, conn: socket.socket) -> None:
+        with conn, conn.makefile("rb") as reader:
+            while _read_request(reader):
+                conn.sendall(self._response())
+                if self.mode in ("close", "drop_idle"):
+                    break  # "close" said so in its header; "drop_idle" hangs up without a word
+
+    def _response(self) -> bytes:
+        head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        if self.mode == "chunked_gzip":
+            data = gzip.compress(BODY)
+            chunks = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (data[:10], data[10:]))
+            return (head + "Transfer-Encoding: chunked\r\nContent-Encoding: gzip\r\n\r\n").encode() + chunks + b"0\r\n\r\n"
+        close = "Connection: close\r\n" if self.mode == "close" else ""
+        return (head + close + f"Content-Length: {len(BODY)}\r\n\r\n").encode() + BODY
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._sock.close()
+
+
+def _read_request(reader) -> bool:
+    """Read one request (head and Content-Length body); False when the client closed the connection."""
+    length = None
+    while True:
+        line = reader.readline()
+        if not line:
+            return False
+        if line in (b"\r\n", b"\n"):
+            break
+        name, _, value = line.decode("latin-1").partition(":")
+        if name.strip().lower() == "content-length":
+            length = int(value)
+    reader.read(length or 0)
+    return True
+
+
+@pytest.fixture
+def serve() -> Iterator:
+    servers: list[RawServer] = []
+
+    def start(mode: str) -> RawServer:
+        servers.append(RawServer(mode))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def ask_three(server: RawServer, pause: float = 0.0) -> list[str]:
+    settings = settings_for("model.retry.max_attempts=1")
+    client = ModelClient(settings["model"], settings["provider"], server.base_url, "sk-test")
+    answers = []
+    for _ in range(3):
+        answers.append(client.complete([{"role": "user", "content": "hi"}], TOOLS).message["content"])
+        time.sleep(pause)
+    return answers
+
+
+@pytest.mark.parametrize("mode,connections", [("keep_alive", 1), ("close", 3), ("chunked_gzip", 1)])
+def test_every_framing_is_read_and_a_kept_alive_connection_is_reused(serve, mode: str, connections: int) -> None:
+    server = serve(mode)
+    assert ask_three(server) == [ANSWER["choices"][0]["message"]["content"]] * 3
+    assert server.connections == connections
+
+
+def test_a_kept_alive_connection_the_server_closed_is_replaced_before_the_next_call(serve) -> None:
+    server = serve("drop_idle")  # one retry-free attempt per call: a stale connection would fail the call
+    assert ask_three(server, pause=0.1) == [ANSWER["choices"][0]["message"]["content"]] * 3
+    assert server.connections == 3
