@@ -4,7 +4,6 @@ accounting (`usage.cost`, as OpenRouter reports it) or else from the model's per
 from __future__ import annotations
 
 import json
-import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,7 +11,6 @@ from hermes_exp.config_section import Section
 from hermes_exp.errors import ConfigError
 
 _OPTIONAL = ("cached_prompt", "cache_write")
-_last_tools = threading.local()
 CHARS_PER_TOKEN = 3.0  # deliberately low (real text runs ~4): the estimate is a worst case
 
 
@@ -80,25 +78,21 @@ def usage_facts(raw: dict[str, Any], pricing: Pricing | None) -> dict[str, Any]:
 def estimate_prompt_tokens(body: dict[str, Any]) -> int:
     """An over-estimate of a request's prompt tokens from the size of its messages and tools: ASCII at
     CHARS_PER_TOKEN, and every UTF-8 byte of other text as a token of its own (a byte-level tokenizer
-    never needs more; CJK runs 1-2 tokens a character, 3 bytes each)."""
-    ascii_chars, other_bytes = _sizes(json.dumps(body.get("messages") or [], ensure_ascii=False))
-    tool_ascii, tool_other = _tool_sizes(body.get("tools") or [])
-    return int((ascii_chars + tool_ascii) / CHARS_PER_TOKEN) + other_bytes + tool_other + 1
+    never needs more; CJK runs 1-2 tokens a character, 3 bytes each). The model client computes the
+    same from the pieces of the body it sends (agent/encode.py)."""
+    ascii_chars, other_bytes = text_sizes(json.dumps(body.get("messages") or [], ensure_ascii=False))
+    tool_ascii, tool_other = text_sizes(json.dumps(body.get("tools") or [], ensure_ascii=False))
+    return tokens_from_sizes(ascii_chars + tool_ascii, other_bytes + tool_other)
 
 
-def _sizes(text: str) -> tuple[int, int]:
+def tokens_from_sizes(ascii_chars: int, other_bytes: int) -> int:
+    return int(ascii_chars / CHARS_PER_TOKEN) + other_bytes + 1
+
+
+def text_sizes(text: str) -> tuple[int, int]:
     """(ASCII characters, UTF-8 bytes of the other characters) of `text`."""
     ascii_chars = len(text.encode("ascii", "ignore"))
     return ascii_chars, len(text.encode("utf-8", "surrogatepass")) - ascii_chars
-
-
-def _tool_sizes(tools: list[dict[str, Any]]) -> tuple[int, int]:
-    """The tool list's sizes, computed once per list in each thread (a task sends the same list with
-    every call)."""
-    memo = getattr(_last_tools, "memo", None)
-    if memo is None or memo[0] is not tools:
-        memo = _last_tools.memo = (tools, _sizes(json.dumps(tools, ensure_ascii=False)))
-    return memo[1]
 
 
 def worst_case(pricing: Pricing | None, prompt_tokens: int, completion_tokens: int) -> float:

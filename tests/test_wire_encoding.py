@@ -35,3 +35,24 @@ def test_body_and_estimate_match_whole_serialisation_across_calls_and_tool_lists
         assert estimate_prompt_tokens(body) == estimate_whole(body)
         messages.append({"role": "assistant", "content": None, "tool_calls": [{"id": "1", "type": "function",
                          "function": {"name": "terminal", "arguments": "{\"c\": \"ls\"}"}}]})
+
+
+def test_the_clients_encoding_matches_whole_serialisation_as_the_conversation_grows_and_changes() -> None:
+    """encode() reuses each message's serialisation across a thread's calls: a message replaced by an
+    equal copy, a changed copy (null content sent as ""), a new tool list or a new conversation must
+    still give the whole body's bytes and estimate."""
+    from hermes_exp.agent.encode import encode
+
+    conversation = [{"role": "system", "content": "be brief ✓"}, {"role": "user", "content": "héllo 你好"}]
+    bodies = []
+    for step, tools in enumerate((TOOLS, TOOLS, [], TOOLS[:1], TOOLS)):
+        conversation.append({"role": "assistant", "content": None, "tool_calls": [{"id": str(step), "type": "function",
+                             "function": {"name": "terminal", "arguments": "{\"c\": \"ls\"}"}}]})
+        conversation.append({"role": "tool", "tool_call_id": str(step), "content": f"out {step} ✓"})
+        sent = [{**m, "content": ""} if m["content"] is None else m for m in conversation]  # copies each call
+        bodies.append({"model": "m", "messages": sent, **({"tools": tools} if tools else {})})
+    bodies.append({"model": "m", "messages": conversation[:1]})  # the thread's next task
+    bodies.append({"model": "m", "messages": []})
+    for body in bodies:
+        assert encode(body) == (whole(body), estimate_whole(body))
+        assert encode(body) == (whole(body), estimate_prompt_tokens(body))  # the same pieces again

@@ -16,6 +16,7 @@ import httpx2
 import openai
 
 from hermes_exp.agent.deadline import attempt_deadline, deadline_http_client
+from hermes_exp.agent.encode import encode
 from hermes_exp.agent.post import PreparedPost, decoded
 from hermes_exp.agent.cache import CacheControl
 from hermes_exp.agent.ratelimit import Limits, RateLimiter
@@ -23,7 +24,7 @@ from hermes_exp.agent.retry import AuthCircuit, Failure, RetryPolicy, retry_afte
 from hermes_exp.agent.wire import SAMPLING_KEYS, Interop, call_request, static_request
 from hermes_exp import sweep_budget
 from hermes_exp.budget import Budget, BudgetLimits, TaskMeter
-from hermes_exp.cost import Pricing, estimate_prompt_tokens, usage_facts, worst_case
+from hermes_exp.cost import Pricing, usage_facts, worst_case
 from hermes_exp.spend_journal import SpendJournal
 
 __all__ = ["SAMPLING_KEYS", "ModelClient", "Reply", "TaskClient"]
@@ -87,8 +88,7 @@ class ModelClient:
         """One call, retried on transient failures. Raises ProviderError when it gives up."""
         if self._cache is not None:
             messages = self._cache.mark(messages)
-        request = call_request(self._request, messages, tools, self._interop)
-        prompt_tokens = estimate_prompt_tokens(request)
+        content, prompt_tokens = encode(call_request(self._request, messages, tools, self._interop))
         worst = worst_case(self._pricing, prompt_tokens, self._completion_cap)
         if meter is not None:
             meter.check(worst)
@@ -96,7 +96,7 @@ class ModelClient:
         entry = self.journal.reserve(meter.key if meter is not None else None, worst)
         reply: Reply | None = None
         try:
-            reply = self._call(request, prompt_tokens)
+            reply = self._call(content, prompt_tokens)
         finally:
             cost = reply.usage["cost_usd"] if reply else 0.0
             self.budget.settle(reserved, cost)
@@ -105,11 +105,11 @@ class ModelClient:
             meter.add(reply.usage)
         return reply
 
-    def _call(self, request: dict[str, Any], prompt_tokens: int) -> Reply:
+    def _call(self, content: bytes, prompt_tokens: int) -> Reply:
         deadline = time.monotonic() + self._policy.max_wait_seconds
         for attempt in itertools.count(1):
             self.circuit.check()
-            outcome = self._attempt(request, prompt_tokens, attempt)
+            outcome = self._attempt(content, prompt_tokens, attempt)
             if isinstance(outcome, Reply):
                 self.circuit.record(None)
                 return outcome
@@ -123,7 +123,7 @@ class ModelClient:
             time.sleep(wait)
         raise AssertionError("unreachable")
 
-    def _attempt(self, request: dict[str, Any], prompt_tokens: int, attempt: int) -> Reply | Failure:
+    def _attempt(self, content: bytes, prompt_tokens: int, attempt: int) -> Reply | Failure:
         """One HTTP attempt inside a rate-limiter slot: a Reply, or the Failure to decide on."""
         ticket = self.limiter.acquire(prompt_tokens)
         failure: Failure | None = None
@@ -133,7 +133,7 @@ class ModelClient:
             # built once is sent again with each body (bench/RESULTS.md); HTTP errors still raise the
             # SDK's exceptions.
             with attempt_deadline(self._timeout):
-                response = self._send(request)
+                response = self._send(content)
             failure = _in_body_failure(response)
             if failure is None:
                 reply = self._reply(response, attempt)
@@ -147,9 +147,9 @@ class ModelClient:
             self.limiter.release(ticket, rate_limited=failure is not None and failure.rate_limited, tokens=tokens)
         return failure
 
-    def _send(self, body: dict[str, Any]) -> Any:
-        """POST one body; the decoded answer, or the SDK's exception for the failure (as its `post`)."""
-        request = self._post.request(body)
+    def _send(self, content: bytes) -> Any:
+        """POST one JSON body; the decoded answer, or the SDK's exception for the failure (as its `post`)."""
+        request = self._post.request(content)
         try:
             response = self._post.send(request)
         except httpx2.TimeoutException as exc:

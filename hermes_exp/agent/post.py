@@ -7,32 +7,19 @@ client, transport, connection pool and deadline are used, so the wire is unchang
 
 from __future__ import annotations
 
-import json
-import threading
 from typing import Any
 
 import httpx2
 
+from hermes_exp.agent.encode import encode
+
 # httpx fills these in for every request (the body's length) or the SDK counts them per attempt.
 _PER_CALL = {b"content-length"}
-_last_tools = threading.local()  # a session thread sends one task's tool list with each of its calls
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def body_bytes(body: dict[str, Any]) -> bytes:
-    """`body` as compact JSON, byte for byte what one json.dumps gives; the tool list (the same for
-    all of a task's calls, often half the body) is serialised once per task in each thread."""
-    tools = body.get("tools")
-    if not tools:
-        return _dumps(body).encode()
-    memo = getattr(_last_tools, "memo", None)
-    if memo is None or memo[0] is not tools:
-        memo = _last_tools.memo = (tools, _dumps(tools))
-    members = (f"{_dumps(k)}:{memo[1] if k == 'tools' else _dumps(v)}" for k, v in body.items())
-    return ("{" + ",".join(members) + "}").encode()
+    """`body` as compact JSON, byte for byte what one json.dumps gives (agent/encode.py)."""
+    return encode(body)[0]
 
 
 class PreparedPost:
@@ -40,14 +27,13 @@ class PreparedPost:
 
     def __init__(self, template: httpx2.Request, http: httpx2.Client) -> None:
         self.url = template.url
-        self._headers = [(k, v) for k, v in template.headers.raw if k.lower() not in _PER_CALL]
+        self._headers = httpx2.Headers([(k, v) for k, v in template.headers.raw if k.lower() not in _PER_CALL])
         self._extensions = dict(template.extensions)
         self._http = http
         self._transport = http._transport_for_url(self.url)  # the client's (or its proxy's) transport
 
-    def request(self, body: dict[str, Any]) -> httpx2.Request:
-        """The request of one call: the body serialised once, as the SDK serialises it."""
-        content = body_bytes(body)
+    def request(self, content: bytes) -> httpx2.Request:
+        """The request of one call, with its body serialised as the SDK serialises it (agent/encode.py)."""
         return httpx2.Request("POST", self.url, headers=self._headers, content=content,
                               extensions=self._extensions)
 
