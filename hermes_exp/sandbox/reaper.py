@@ -25,7 +25,12 @@ def registry_dir(run_id: str) -> Path:
 def _stat(pid: int | str) -> list[str] | None:
     """The fields of /proc/PID/stat after the command name (state, ppid, pgrp, session, ...)."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)  # once per tool command: no pathlib
+        try:
+            data = os.read(fd, 4096)
+        finally:
+            os.close(fd)
+        return data.decode("utf-8", "replace").rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
 
@@ -77,11 +82,15 @@ class ProcRegistry:
         if not self._made:
             self.dir.mkdir(parents=True, exist_ok=True)
             self._made = True
-        (self.dir / f"{kind}-{pid}").write_text(started)
+        fd = os.open(f"{self.dir}/{kind}-{pid}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            os.write(fd, started.encode())
+        finally:
+            os.close(fd)
 
     def discard(self, pid: int, kind: str = GROUP) -> None:
         try:
-            (self.dir / f"{kind}-{pid}").unlink()
+            os.unlink(f"{self.dir}/{kind}-{pid}")
         except FileNotFoundError:
             pass
 
