@@ -35,7 +35,7 @@ def run_group(
     """Run `argv` in its own session; on timeout kill the whole group. Output goes through a temp
     file, so a flood of output costs no memory and never deadlocks a pipe; past `spool_limit` bytes
     the command is killed, so it costs no more than that on disk either."""
-    with tempfile.TemporaryFile() as out:
+    with tempfile.TemporaryFile(buffering=0) as out:  # read once, in large reads: no 8 KB buffer per command
         proc = subprocess.Popen(
             list(argv), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             start_new_session=True, preexec_fn=preexec, close_fds=True,
