@@ -16,6 +16,7 @@ from test_deadlines import ANSWER
 from test_providers import TOOLS, settings_for
 
 from hermes_exp.agent.model import ModelClient
+from hermes_exp.errors import ProviderError
 
 BODY = json.dumps(ANSWER).encode()
 
@@ -115,3 +116,52 @@ def test_a_kept_alive_connection_the_server_closed_is_replaced_before_the_next_c
     server = serve("drop_idle")  # one retry-free attempt per call: a stale connection would fail the call
     assert ask_three(server, pause=0.1) == [ANSWER["choices"][0]["message"]["content"]] * 3
     assert server.connections == 3
+
+
+def _self_signed(tmp_path) -> tuple[str, str]:
+    """A certificate and key for `localhost` (files), made with the `cryptography` package."""
+    import datetime
+
+    x509 = pytest.importorskip("cryptography.x509")
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return str(cert_file), str(key_file)
+
+
+def test_https_is_verified_against_the_trusted_certificates_and_the_host_name(serve, tmp_path, monkeypatch) -> None:
+    import ssl
+
+    cert, key = _self_signed(tmp_path)
+    server = serve("keep_alive")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server._sock = context.wrap_socket(server._sock, server_side=True)  # connections accepted from now on are TLS
+    server._sock.settimeout(0.1)
+    port = server.base_url.rsplit(":", 1)[1]
+    settings = settings_for("model.retry.max_attempts=1")
+
+    def ask(host: str) -> str:
+        client = ModelClient(settings["model"], settings["provider"], f"https://{host}:{port}", "sk-test")
+        return client.complete([{"role": "user", "content": "hi"}], TOOLS).message["content"]
+
+    with pytest.raises(ProviderError, match="APIConnectionError"):
+        ask("localhost")  # a certificate nobody trusts
+    monkeypatch.setenv("SSL_CERT_FILE", cert)
+    assert ask("localhost") == ANSWER["choices"][0]["message"]["content"]
+    with pytest.raises(ProviderError, match="APIConnectionError"):
+        ask("127.0.0.1")  # trusted, but not this host's certificate
