@@ -225,4 +225,7 @@ def _describe(exc: Exception) -> str:
     status = getattr(exc, "status_code", None)
     kind = type(exc).__name__
     message = getattr(exc, "message", None) or str(exc)
-    return f"{kind} (HTTP {status}): {message}" if status else f"{kind}: {message}"
+    if status:
+        return f"{kind} (HTTP {status}): {message}"
+    cause = exc.__cause__  # what the connection failed on (refused, reset, a TLS certificate, ...)
+    return f"{kind}: {message} ({type(cause).__name__}: {cause})" if cause is not None and str(cause) else f"{kind}: {message}"
