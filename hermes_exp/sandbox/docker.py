@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import posixpath
 import threading
+import time
 from typing import Any
 
 from hermes_exp.errors import ConfigError, SandboxError
@@ -20,6 +21,7 @@ from hermes_exp.sandbox.docker_remover import Remover
 from hermes_exp.sandbox.docker_sandbox import DockerSandbox
 from hermes_exp.sandbox.images import ImageBuilder
 from hermes_exp.sandbox.process import clean_env
+from hermes_exp.sandbox.reaper import mark_stopped, stopped_since
 from hermes_exp.sandbox.startrate import StartRate
 
 __all__ = ["DockerSandbox", "DockerSandboxFactory", "OWNER_LABEL", "RUN_LABEL", "TASK_LABEL"]
@@ -38,6 +40,7 @@ class DockerSandboxFactory:
                  max_starts_per_second: float = 0.0, warm_pool: int = 0, remove_in_background: bool = True,
                  **_: Any) -> None:
         self.image, self.run_id = image, str(run_id)
+        self._born = time.time()  # a shutdown mark older than this is an earlier invocation's
         self._limits = Limits(bool(network), bool(read_only), int(memory_mb), float(cpus), int(pids_limit))
         self._output_limit = int(output_limit)
         self._env = {str(k): str(v) for k, v in (env or {}).items()}
@@ -136,16 +139,27 @@ class DockerSandboxFactory:
         api = self._api()
         config = host_config(api, self._limits, workdir, task)
         quick = without_network_stack(self._limits, task, self._images.user(image))
-        return start_container(api, image, workdir, config, run_id=self.run_id, task_key=task_key,
-                               no_network_stack=quick)
+        cid = start_container(api, image, workdir, config, run_id=self.run_id, task_key=task_key,
+                              no_network_stack=quick)
+        if stopped_since(self.run_id, self._born):  # an executor worker's start the runner's reap missed
+            quietly_remove(api, cid)
+            raise SandboxError(f"run {self.run_id} is shutting down: no container for task {task_key}")
+        return cid
 
     def _make_pooled(self) -> str:
         """A warm-pool container: what `open` starts for a row of the default image and workdir."""
-        return self._start(self.image, "/task", POOL_KEY, {})
+        try:
+            return self._start(self.image, "/task", POOL_KEY, {})
+        except SandboxError:
+            if stopped_since(self.run_id, self._born):
+                self.pool.stop()
+            raise
 
     def shutdown(self) -> None:
         """Remove every container of this run that is still there: the closed ones still queued for
-        removal (waited for), the warm pool's, any other. Safe to call twice."""
+        removal (waited for), the warm pool's, any other; executor workers of the run are told to start
+        no more (reaper.mark_stopped). Safe to call twice."""
+        mark_stopped(self.run_id)
         self.pool.stop()
         if self._remover is not None:
             self._remover.drain()

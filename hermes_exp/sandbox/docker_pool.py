@@ -60,6 +60,8 @@ class WarmPool:
             try:
                 cid = None if self._stopped else self._make()
             except SandboxError as exc:  # the tasks start their own containers and report the error
+                if self._stopped:
+                    return
                 failures += 1
                 log.warning("docker warm pool: %s", exc)
                 if failures >= MAX_FAILURES:

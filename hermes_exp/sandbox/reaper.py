@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 GROUP, PROCESS = "group", "pid"
+STOPPED = "stopped"  # written by the runner at its shutdown: its workers' sandbox factories stop starting
 
 
 def registry_dir(run_id: str) -> Path:
@@ -39,6 +40,25 @@ def start_time(pid: int) -> str | None:
     """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat), or None."""
     fields = _stat(pid)
     return fields[19] if fields else None
+
+
+def mark_stopped(run_id: str) -> None:
+    """Tell this run's executor workers that the runner is shutting down (a no-op without its watchdog's
+    directory: nothing else runs then). Written before the shutdown reap, so whatever a worker starts
+    later, or has in flight, is seen by the reap or finds the mark when it comes back (`stopped_since`)."""
+    try:
+        (registry_dir(run_id) / STOPPED).touch()
+    except OSError:
+        pass
+
+
+def stopped_since(run_id: str, since: float) -> bool:
+    """Whether the runner marked the run stopped at or after `since` (a time.time(); an earlier
+    invocation's mark is older than the factory asking)."""
+    try:
+        return (registry_dir(run_id) / STOPPED).stat().st_mtime >= since
+    except OSError:
+        return False
 
 
 def _session_members(sid: int, since: int) -> list[int]:
@@ -172,6 +192,7 @@ def _watch(where: Path) -> None:
     sys.stdin.buffer.read()  # returns when every writer is gone: the runner ended, or was killed
     reap(where)
     try:
+        (where / STOPPED).unlink(missing_ok=True)
         where.rmdir()
     except OSError:
         pass

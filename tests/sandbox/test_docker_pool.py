@@ -5,15 +5,18 @@ filling, pacing and stopping with plain callables, and a container without the e
 from __future__ import annotations
 
 import itertools
+import shutil
 import threading
 import time
+import uuid
 from collections.abc import Callable
 
 import pytest
 
-from hermes_exp.errors import ConfigError, ToolError
+from hermes_exp.errors import ConfigError, SandboxError, ToolError
 from hermes_exp.sandbox.docker import RUN_LABEL, TASK_LABEL, DockerSandboxFactory
 from hermes_exp.sandbox.docker_pool import POOL_KEY, WarmPool
+from hermes_exp.sandbox.reaper import registry_dir
 from tests.sandbox.conftest import IMAGE2
 
 
@@ -59,6 +62,26 @@ def test_tasks_get_pooled_containers_each_alone_and_none_is_left(make_factory, d
     assert len(refilled) == 2 and not refilled & ahead  # a used container never goes back
     factory.shutdown()
     assert not run_containers(docker_client, factory.run_id), "containers outlived shutdown"
+
+
+@pytest.mark.docker
+def test_executor_workers_start_no_container_once_the_runner_shut_down(make_factory, docker_client) -> None:
+    """executor=processes: each worker has its own factory and pool. The runner's shutdown marks the run
+    stopped before its reap, so a start a worker has in flight then, or makes later, is removed."""
+    run_id = f"test-{uuid.uuid4().hex[:10]}"
+    registry_dir(run_id).mkdir(parents=True)  # the runner's watchdog directory, as a run has it
+    try:
+        worker, plain = make_factory(run_id=run_id, warm_pool=1), make_factory(run_id=run_id)
+        worker.open("v1:first", {}).close()  # starts the worker's pool
+        wait_for(lambda: worker.pool.ready() == 1, "the worker's pool to fill")
+        make_factory(run_id=run_id).shutdown()  # the runner's
+        with pytest.raises(SandboxError, match="shutting down"):
+            plain.open("v1:late", {})
+        assert worker.pool.take()  # reaped by the runner already; the filler's refill is refused
+        wait_for(lambda: worker.pool._stopped, "the worker's pool to stop")
+        assert not run_containers(docker_client, run_id), "a worker's container outlived the runner's shutdown"
+    finally:
+        shutil.rmtree(registry_dir(run_id), ignore_errors=True)
 
 
 @pytest.mark.docker
