@@ -80,11 +80,11 @@ def test_reaper_removes_only_this_runs_leftovers(make_factory, docker_client) ->
         factory.preflight(set())
         live = factory.open("v1:live", {})  # made by this (live) process: preflight must not touch it
         factory.preflight(set())
-        ids = {c.id for c in docker_client.containers.list(all=True)}
+        ids = {c["Id"] for c in docker_client.api.containers(all=True)}  # no per-container inspect racing removals
         assert leftover.id not in ids and dead.id not in ids and foreign.id in ids and live.container_id in ids
         factory.shutdown()  # removes all of this run's containers, still none of the other run's
         factory.shutdown()
-        ids = {c.id for c in docker_client.containers.list(all=True)}
+        ids = {c["Id"] for c in docker_client.api.containers(all=True)}  # no per-container inspect racing removals
         assert live.container_id not in ids and foreign.id in ids
         live.close()  # closing after shutdown is harmless
     finally:
