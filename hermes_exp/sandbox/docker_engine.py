@@ -4,6 +4,7 @@ removal of a run's containers (its leftovers at start, all of them at shutdown).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
@@ -43,10 +44,39 @@ def connect(base_url: str | None, pool_size: int) -> Any:
     try:
         client = docker.DockerClient(base_url=base_url, max_pool_size=size) if base_url \
             else docker.from_env(max_pool_size=size)
+        _one_pool(client.api, size)
         client.ping()
     except _engine_errors() as exc:
         raise SandboxError(f"cannot reach the Docker engine at {where}: {exc}", ENGINE_HINT) from exc
     return client
+
+
+def _one_pool(api: Any, size: int) -> None:
+    """docker-py keys its unix-socket connection pools by the whole request URL: every exec id and
+    container path gets a pool and a connection of its own, and past 25 of them the least recently
+    used is closed, even while another thread is about to take a connection from it ("Pool is closed"
+    at 32 sessions). Here every request to the socket shares one pool of `size` connections (an exec's
+    hijacked stream is never given back to a pool, so no request can land in it)."""
+    from docker.transport.unixconn import UnixHTTPAdapter
+
+    old = getattr(api, "_custom_adapter", None)
+    if type(old) is not UnixHTTPAdapter:
+        return  # tcp:// (one pool per host already), ssh://, or an SDK that changed: left as it is
+    adapter = _one_pool_adapter()("http+unix://" + old.socket_path, old.timeout, max_pool_size=size)
+    api.mount("http+docker://", adapter)
+    api._custom_adapter = adapter
+    old.close()
+
+
+@functools.cache
+def _one_pool_adapter() -> type:
+    from docker.transport.unixconn import UnixHTTPAdapter
+
+    class OnePoolAdapter(UnixHTTPAdapter):
+        def get_connection(self, url: str, proxies: Any = None) -> Any:
+            return super().get_connection("http+docker://localhost", proxies)
+
+    return OnePoolAdapter
 
 
 def owner() -> str:

@@ -125,3 +125,19 @@ def test_unreachable_engine_is_one_clear_error() -> None:
     with pytest.raises(SandboxError):
         factory.open("v1:x", {})
     factory.shutdown()  # only logs
+
+
+
+def test_every_engine_call_shares_one_connection_pool(make_factory) -> None:
+    """The SDK would make a pool per request URL (each exec id, each container path) and close the least
+    recent past 25, under other threads' feet ("Pool is closed" at 32 sessions); the factory's client
+    keeps one pool for the socket, and streamed execs and archive calls still get their own answers."""
+    factory = make_factory(max_sandboxes=3)
+    boxes = [factory.open(f"v1:pool{i}", {}) for i in range(3)]
+    for i, sb in enumerate(boxes * 3):
+        assert sb.exec(f"echo {i}", timeout=20).output == f"{i}\n"
+        sb.write_file("f.txt", str(i).encode())
+        assert sb.read_file("f.txt") == str(i).encode()
+    for sb in boxes:
+        sb.close()
+    assert len(factory._api()._custom_adapter.pools) == 1  # DOCKER_HOST is a unix socket here
