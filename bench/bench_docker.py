@@ -6,12 +6,15 @@ call, how many were made per prompt and their mean latency (the SDK's `APIClient
 
 usage: python bench/bench_docker.py [--sessions 1,8,32] [--prompts 64] [--image IMAGE]
            [--override key=value ...]   (factory settings, e.g. warm_pool=8 max_starts_per_second=10)
+       python bench/bench_docker.py --variant NAME=k=v,k=v --variant NAME2=... [--rounds 3]
+           (variants interleaved in rotating order, medians over the rounds, the load average per round)
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 import os
 import statistics
 import sys
@@ -20,6 +23,7 @@ import time
 from collections import defaultdict
 from typing import Any
 
+LEVELS = itertools.count()
 CALLS = ("create_container", "start", "remove_container", "exec_create", "exec_start", "exec_inspect",
          "get_archive", "put_archive", "inspect_container", "containers", "kill", "stop", "wait")
 
@@ -73,7 +77,7 @@ def one_prompt(factory: Any, key: str) -> float:
 def run_level(sessions: int, prompts: int, image: str, settings: dict[str, Any], calls: CallTimes) -> dict:
     from hermes_exp.sandbox.docker import DockerSandboxFactory
 
-    factory = DockerSandboxFactory(image=image, run_id=f"bench-dock-{os.getpid()}-{sessions}",
+    factory = DockerSandboxFactory(image=image, run_id=f"bench-dock-{os.getpid()}-{sessions}-{next(LEVELS)}",
                                    max_sandboxes=sessions, **settings)
     factory.preflight({image})
     one_prompt(factory, "v1:warmup")
@@ -98,8 +102,8 @@ def run_level(sessions: int, prompts: int, image: str, settings: dict[str, Any],
         t.start()
     for t in threads:
         t.join()
+    factory.shutdown()  # in the wall time: what is still queued for removal is the level's work too
     wall = time.perf_counter() - t0
-    factory.shutdown()
     return {"sessions": sessions, "wall": wall, "mean": statistics.mean(spent), "median": statistics.median(spent),
             "prompts_per_s": prompts / wall,
             "calls": {k: (len(v) / prompts, statistics.mean(v)) for k, v in sorted(calls.times.items())}}
@@ -114,19 +118,13 @@ def parse_value(text: str) -> Any:
     return {"true": True, "false": False}.get(text.lower(), text)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sessions", type=lambda s: [int(x) for x in s.split(",")], default=[1, 8, 32])
-    parser.add_argument("--prompts", type=int, default=64)
-    parser.add_argument("--image", default=os.environ.get("HX_TEST_IMAGE", "hermes-exp-test/busybox:latest"))
-    parser.add_argument("--override", nargs="*", default=[], help="factory settings key=value")
-    args = parser.parse_args(argv)
-    settings = {k: parse_value(v) for k, v in (o.split("=", 1) for o in args.override)}
-    calls = CallTimes()
-    calls.install()
-    print(f"{args.prompts} prompts per level; settings {settings or 'default'}")
+def parse_settings(text: str) -> dict[str, Any]:
+    """`k=v,k=v` -> factory settings ("" = the defaults)."""
+    return {k: parse_value(v) for k, v in (o.split("=", 1) for o in text.split(",") if o)}
+
+
+def print_levels(results: list[dict]) -> None:
     print(f"{'sessions':>8} {'wall s':>7} {'prompts/s':>9} {'sandbox ms/prompt mean':>23} {'median':>7}")
-    results = [run_level(n, args.prompts, args.image, settings, calls) for n in args.sessions]
     for r in results:
         print(f"{r['sessions']:>8} {r['wall']:7.1f} {r['prompts_per_s']:9.2f} {r['mean'] * 1e3:23.0f} "
               f"{r['median'] * 1e3:7.0f}")
@@ -134,6 +132,55 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{r['sessions']} sessions: engine calls per prompt, mean ms")
         for name, (per, mean) in r["calls"].items():
             print(f"  {name:<18} {per:5.2f} x {mean * 1e3:8.1f} ms = {per * mean * 1e3:8.1f} ms/prompt")
+
+
+def interleave(variants: dict[str, dict[str, Any]], rounds: int, sessions: list[int], prompts: int, image: str,
+               calls: CallTimes) -> None:
+    """Every variant at every level, `rounds` times in rotating order (a shared machine's load drifts:
+    no variant always runs first); then the medians over the rounds, and each round's load average."""
+    seen: dict[tuple[str, int], list[dict]] = defaultdict(list)
+    names = list(variants)
+    for rnd in range(rounds):
+        order = names[rnd % len(names):] + names[:rnd % len(names)]
+        print(f"round {rnd + 1}: {' -> '.join(order)}, load average {os.getloadavg()[0]:.1f}", flush=True)
+        for name in order:
+            for n in sessions:
+                r = run_level(n, prompts, image, variants[name], calls)
+                seen[(name, n)].append(r)
+                print(f"  {name:<12} {n:>3} sessions: {r['median'] * 1e3:6.0f} ms/prompt median, "
+                      f"{r['prompts_per_s']:5.2f} prompts/s", flush=True)
+    print(f"\nmedian over {rounds} round(s): sandbox ms per prompt (median), prompts/s; load now "
+          f"{os.getloadavg()[0]:.1f}")
+    print(f"{'variant':<12} {'sessions':>8} {'ms/prompt':>10} {'prompts/s':>10}")
+    for (name, n), rs in seen.items():
+        print(f"{name:<12} {n:>8} {statistics.median(r['median'] for r in rs) * 1e3:10.0f} "
+              f"{statistics.median(r['prompts_per_s'] for r in rs):10.2f}")
+    for (name, n), rs in seen.items():
+        print(f"\n{name}, {n} sessions, last round: engine calls per prompt, mean ms")
+        for call, (per, mean) in rs[-1]["calls"].items():
+            print(f"  {call:<18} {per:5.2f} x {mean * 1e3:8.1f} ms = {per * mean * 1e3:8.1f} ms/prompt")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=lambda s: [int(x) for x in s.split(",")], default=[1, 8, 32])
+    parser.add_argument("--prompts", type=int, default=64)
+    parser.add_argument("--image", default=os.environ.get("HX_TEST_IMAGE", "hermes-exp-test/busybox:latest"))
+    parser.add_argument("--override", nargs="*", default=[], help="factory settings key=value")
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME=k=v,k=v",
+                        help="compare variants (repeatable), interleaved over --rounds")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+    calls = CallTimes()
+    calls.install()
+    if args.variant:
+        variants = {v.split("=", 1)[0]: parse_settings(v.partition("=")[2]) for v in args.variant}
+        print(f"{args.prompts} prompts per level; variants {variants}")
+        interleave(variants, args.rounds, args.sessions, args.prompts, args.image, calls)
+        return 0
+    settings = {k: parse_value(v) for k, v in (o.split("=", 1) for o in args.override)}
+    print(f"{args.prompts} prompts per level; settings {settings or 'default'}")
+    print_levels([run_level(n, args.prompts, args.image, settings, calls) for n in args.sessions])
     return 0
 
 

@@ -64,6 +64,18 @@ def test_bench_docker_per_call_table() -> None:
     assert "exec_create" in out and "2 sessions: engine calls per prompt" in out
 
 
+@pytest.mark.docker
+def test_bench_docker_interleaves_variants() -> None:
+    problem = docker_problem()
+    if problem:
+        unavailable(problem)
+    out = bench("bench_docker.py", "--sessions", "1", "--prompts", "1", "--image", IMAGE, "--rounds", "2",
+                "--variant", "sync=remove_in_background=false", "--variant", "bg=")
+    assert "round 1: sync -> bg" in out and "round 2: bg -> sync" in out and "median over 2 round(s)" in out
+    table = out.split("variant      sessions")[1].split("\n\n")[0].splitlines()[1:]
+    assert [row.split()[:2] for row in table] == [["sync", "1"], ["bg", "1"]] and "bg, 1 sessions, last round: engine calls per prompt" in out
+
+
 def test_bench_inputs_prints_one_row_per_format(tmp_path: Path) -> None:
     pytest.importorskip("datasets")
     out = bench("bench_inputs.py", "-n", "50", "--prompt-chars", "20", "--workdir", str(tmp_path))
