@@ -17,7 +17,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from hydra.utils import instantiate
 
 from hermes_exp import compress, pilot, sweep_budget, worker
 from hermes_exp.agent.probe import probe
@@ -48,6 +47,7 @@ from hermes_exp.verify.book import ScoreBook
 from hermes_exp.verify.metrics import summary_line
 from hermes_exp.verify.rows import row_checker, with_verifiers
 from hermes_exp.tools import mcp
+from hermes_exp.instantiation import construct
 
 log = logging.getLogger(__name__)
 EXIT_OK, EXIT_TASK_ERRORS, EXIT_INTERRUPTED = 0, 3, 130
@@ -195,7 +195,7 @@ def _dispatch(settings: dict[str, Any], ledger: Ledger, found: Scan, todo: list[
         return EXIT_OK
     run_id = run_id_for(ledger.path.parent)
     filters = filters_mod.build(settings.get("filters"))
-    executor = instantiate(settings["executor"])
+    executor = construct(settings["executor"], "executor")
     label = str(Path(settings["run_name"]) / _job_name(ledger.path.parent, settings["run_name"]))
     progress = Progress(total=len(todo), already=total - len(todo), label=label, spent_before=guard.spent)
     redact = Redactor.from_env(settings)

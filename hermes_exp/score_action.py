@@ -10,7 +10,6 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
-from hydra.utils import instantiate
 
 from hermes_exp import rescore
 from hermes_exp.errors import LedgerError
@@ -21,6 +20,7 @@ from hermes_exp.store.export import export
 from hermes_exp.store.ledger import Ledger
 from hermes_exp.verify.book import ScoreBook
 from hermes_exp.verify.rows import with_verifiers
+from hermes_exp.instantiation import construct
 
 
 def score_run(settings: dict[str, Any], run_dir: Path, identity: str,
@@ -44,7 +44,7 @@ def score_run(settings: dict[str, Any], run_dir: Path, identity: str,
 
 def _score(settings: dict[str, Any], ledger: Ledger, keys: list[str], filters: list[Any]) -> Any:
     run_id = run_id_for(ledger.path.parent)
-    executor = instantiate(settings["executor"])
+    executor = construct(settings["executor"], "executor")
     with model_endpoint(settings) as base_url:
         invocation = {**settings["invocation"], "base_url": base_url, "run_id": run_id, "spent_usd": ledger.spent_usd()}
         scoped = {**settings, "invocation": invocation}

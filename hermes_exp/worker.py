@@ -11,7 +11,6 @@ import traceback
 import uuid
 from typing import Any
 
-from hydra.utils import instantiate
 
 from hermes_exp.agent.control import agent_kind, run_nop, run_oracle
 from hermes_exp.agent.limits import for_row
@@ -31,6 +30,7 @@ from hermes_exp.tools.toolbox import Toolbox
 from hermes_exp.verify.base import Score
 from hermes_exp.verify.prepare import prepare
 from hermes_exp.verify.scoring import Scorer, reverify_sample, run_plan, score_cost, verify_in_sandbox
+from hermes_exp.instantiation import construct
 
 _RUNTIMES: dict[str, "Runtime"] = {}
 _LOCK = threading.Lock()
@@ -50,7 +50,7 @@ class Runtime:
         self.client = ModelClient.from_settings(settings, api_key(settings))  # shared: rate limiter, budget, auth circuit
         # the key is read: from now on a tool command reading /proc/$PPID/environ finds it blanked
         wipe_environ_block(secret_names(settings))
-        self.sandboxes: SandboxFactory = instantiate(settings["sandbox"], run_id=invocation["run_id"], _convert_="all",
+        self.sandboxes: SandboxFactory = construct(settings["sandbox"], "sandbox", run_id=invocation["run_id"], _convert_="all",
                                      base_dir=dataset_base_dir(settings.get("dataset")))  # for rows' build contexts
         self.registry = Registry.from_settings(settings)
         self.toolsets = drawable(settings, self.registry)

@@ -103,3 +103,18 @@ def test_unknown_output_format(tmp_path: Path) -> None:
     result = run_cli(tmp_path, "outputs.formats=[sharegpt,csv]")
     _fails(result, "'csv'", "sharegpt, openai, parquet")
     assert not (tmp_path / "outputs" / "demo" / "ledger.db").exists()  # refused before any work
+
+
+@pytest.mark.parametrize("overrides, needles", [
+    (("sandbox=docker", "sandbox.warm_pool=-1"), ("error: sandbox.warm_pool must be a whole number >= 0, got -1",
+                                                  "fix: set sandbox.warm_pool=<n>")),
+    (("executor=processes", "executor.n_jobs=many"), ("error: executor cannot be built", "'many'")),
+    (("filters.rules=[{_target_: hermes_exp.store.filters.NoSuchRule}]",), ("fix: check filters.rules[0]._target_",)),
+])
+def test_a_value_its_constructor_refuses_gets_the_constructors_message(tmp_path: Path, overrides, needles) -> None:
+    """Hydra wraps what a `_target_`'s constructor raises; the user sees the constructor's own message and fix
+    (the key, the bad value, what is valid), exit 2, not Hydra's "Error in call to target"."""
+    result = run_cli(tmp_path, "run_name=ctor", *overrides, env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    _fails(result, *needles)
+    assert "Error in call to target" not in result.stderr
+    assert result.returncode == 2

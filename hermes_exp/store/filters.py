@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from hydra.utils import instantiate
 
 from hermes_exp.store.reasoning import has_reasoning
+from hermes_exp.instantiation import construct
 
 Filter = Callable[[dict[str, Any]], "str | None"]
 
@@ -77,7 +77,8 @@ class Verified:
 
 
 def build(filters_cfg: dict[str, Any] | None) -> list[Filter]:
-    return [instantiate(rule) for rule in (filters_cfg or {}).get("rules") or []]
+    rules = (filters_cfg or {}).get("rules") or []
+    return [construct(rule, f"filters.rules[{i}]") for i, rule in enumerate(rules)]
 
 
 def first_reason(filters: list[Filter], result: dict[str, Any]) -> str | None:

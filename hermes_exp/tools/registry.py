@@ -34,11 +34,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hydra.errors import InstantiationException
-from hydra.utils import instantiate
 
 from hermes_exp.errors import ConfigError, ToolError
 from hermes_exp.tools.base import Tool, ToolContext
+from hermes_exp.instantiation import construct
 
 
 @dataclass
@@ -125,11 +124,7 @@ def _build(name: str, conf: dict[str, Any]) -> Toolset:
     tools: dict[str, Tool] = {}
     for tool_name, spec in conf["tools"].items():
         key = f"toolsets.{name}.tools.{tool_name}"
-        try:
-            tool = instantiate(spec, _convert_="all")
-        except InstantiationException as exc:
-            raise ConfigError(f"{key} cannot be built: {exc}",
-                              f"check {key}._target_ and its settings (conf/toolset/{name}.yaml)") from exc
+        tool = construct(spec, key, f"check {key}._target_ and its settings (conf/toolset/{name}.yaml)", _convert_="all")
         declared = (getattr(tool, "schema", None) or {}).get("name")
         if declared != tool_name:
             raise ConfigError(f"{key} builds a tool whose schema is named {declared!r}",
