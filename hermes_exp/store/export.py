@@ -9,12 +9,12 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from itertools import groupby
 from pathlib import Path
 from typing import Any
 
 from hermes_exp.errors import LedgerError
 from hermes_exp.store.atomic import atomic_writer
+from hermes_exp.store.batches import BatchPlaces
 from hermes_exp.store.formats import write_formats
 from hermes_exp.store.ledger import Ledger
 from hermes_exp.store.sharegpt import system_mode, trajectory
@@ -90,6 +90,7 @@ def _export(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> dict[str
     stats = StatsBuilder(registry.known_tools)
     chosen = Selection(ledger, settings)
     splits = bool((settings.get("outputs") or {}).get("splits"))
+    places = BatchPlaces()
     with atomic_writer(run_dir / "trajectories.jsonl") as out, _splits(run_dir, splits) as split:
         for row in ledger.rows():
             if not chosen.visible(row):
@@ -102,9 +103,10 @@ def _export(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> dict[str
             line = None
             if row["state"] == "done" and chosen.keep(row, score):
                 out.write(line := _line(row, model, system, registry, result, score))
+                places.add(row["batch_num"], line)
             if split is not None and _in_splits(row, score):
                 split[0 if score["passed"] else 1].write(line or _line(row, model, system, registry, result, score))
-    _write_batches(ledger, run_dir, model, system, chosen, registry)
+    places.write(run_dir / "trajectories.jsonl", run_dir)
     write_formats(ledger, run_dir, settings, chosen, registry)
     known = ledger.meta("dataset_tasks")
     statistics = stats.build(settings, ledger.invocations(), int(known) if known else None)
@@ -129,25 +131,3 @@ def _splits(run_dir: Path, wanted: bool) -> Iterator[tuple[Any, Any] | None]:
         return
     with atomic_writer(run_dir / SPLITS[0]) as passed, atomic_writer(run_dir / SPLITS[1]) as failed:
         yield passed, failed
-
-
-def _write_batches(ledger: Ledger, run_dir: Path, model: str, system: str, chosen: Selection,
-                   registry: Registry) -> None:
-    rows = (r for r in ledger.rows(("done",), order="batch_num, prompt_index, key") if chosen.visible(r))
-    written: set[str] = set()
-    for batch_num, group in groupby(rows, key=lambda r: r["batch_num"]):
-        lines = []
-        for row in group:
-            result = json.loads(row["result"])
-            score = chosen.score(row, result)
-            if chosen.keep(row, score):
-                lines.append(_line(row, model, system, registry, result, score))
-        if not lines:
-            continue
-        name = f"batch_{batch_num}.jsonl"
-        written.add(name)
-        with atomic_writer(run_dir / name) as out:
-            out.writelines(lines)
-    for stale in run_dir.glob("batch_*.jsonl"):
-        if stale.name not in written:
-            stale.unlink()
