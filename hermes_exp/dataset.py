@@ -113,6 +113,7 @@ class Scan:
     offsets: dict[int, int] = field(default_factory=dict)
     stamp: tuple[int, int, int] | None = None
     source: Source | None = None  # what was scanned (e.g. a Harbor folder, whose tasks bring their images)
+    problems: int = 0  # invalid rows skipped (dataset.skip_invalid)
 
 
 RowCheck = Callable[[dict[str, Any]], "str | None"]
@@ -157,6 +158,7 @@ def scan(source: Source, identity: str, skip_invalid: bool, max_samples: int | N
         if isinstance(image, str) and image:
             found.images.add(image)
     _report(source, problems, skip_invalid)
+    found.problems = len(problems)
     if not found.indexed:
         raise DatasetError(f"dataset {source.path} has no valid prompts",
                            "add rows with a non-empty \"prompt\" (or map a column onto it: dataset.fields.prompt=...)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -15,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 
 from hermes_exp import compress, pilot, sweep_budget, worker
@@ -28,6 +29,7 @@ from hermes_exp.plan import intent, outside, pending, samples_per_prompt, to_rev
 from hermes_exp.progress import Progress
 from hermes_exp.redact import Redactor, secret_names
 from hermes_exp.runlock import RunLock
+from hermes_exp.scan_cache import ScanCache, cache_key
 from hermes_exp.sandbox.reaper import Watchdog
 from hermes_exp.sandbox.auto import runs_on_host
 from hermes_exp.selection import from_settings, scan_selected
@@ -110,28 +112,27 @@ def _run(settings: dict[str, Any], run_dir: Path, on_locked: Callable[[], None])
     run_dir.mkdir(parents=True, exist_ok=True)
     # The rows are spooled as they are keyed (an unlinked file: nothing is left behind by a kill), so
     # a dataset rewritten during the run cannot make a task run content other than its key's.
+    cache = ScanCache(run_dir, dataset, cache_key(settings, selection))
+    check = cache.watching(row_checker(settings))
     with tempfile.TemporaryFile(dir=run_dir, prefix=".dataset-") as spool:
-        found = scan_selected(dataset, selection, identity, bool(settings["dataset"].get("skip_invalid")),
-                              samples=samples_per_prompt(settings), extra_check=row_checker(settings), spool=spool)
+        scan = functools.partial(scan_selected, dataset, selection, identity, bool(settings["dataset"].get("skip_invalid")),
+                                 samples=samples_per_prompt(settings), extra_check=check, spool=spool)
+        found = cache.load() or scan()
         with RunLock(run_dir) as lock, StopSignals() as stop:
             on_locked()
             ledger = _open_ledger(run_dir, identity, settings, lock.earlier)
             try:
-                ledger.reindex(found.indexed)
-                ledger.set_meta({"dataset_tasks": str(len(found.indexed))})
-                states = ledger.states()
-                gone = outside(found.indexed, states)
-                ledger.set_selection([entry[1] for entry in found.indexed] if selection.narrows or gone else None)
+                todo, again, chosen, gone = _plan(ledger, found, selection, wanted, k)
+                if found.spool is None and (todo or again):  # cached keys, and work to do: run it from a real scan
+                    todo, again, chosen, gone = _plan(ledger, found := scan(), selection, wanted, k)
+                if found.spool is not None:
+                    cache.save(found)
                 if gone:
                     print(f"{gone} task(s) in the ledger are no longer in the dataset (rows edited or removed): "
                           "kept in the ledger, left out of the outputs and statistics", file=sys.stderr)
                 if settings.get("mcp_tools"):  # for action=export, which starts no server
                     ledger.set_meta({"mcp_tools": json.dumps(settings["mcp_tools"], sort_keys=True)})
-                todo = pending(found.indexed, states, wanted)
-                chosen = [entry[1] for entry in pilot.spread(found.indexed, k)] if k else []
-                todo = pilot.restrict(todo, set(chosen)) if k else todo
                 fold_into(ledger, run_dir)  # what a killed invocation's calls in flight cost
-                again = {slot.key for slot in to_reverify(found.indexed, states)} - {slot.key for slot in todo}
                 guard = RunGuard(settings, ledger.spent_usd())
                 _start_sweep_budget(settings, guard.spent)
                 code = _dispatch(settings, ledger, found, todo, len(found.indexed), guard, stop, again)
@@ -154,6 +155,28 @@ def _run(settings: dict[str, Any], run_dir: Path, on_locked: Callable[[], None])
         pilot.report(run_dir, proj)
         return EXIT_OK  # a pilot only measures: its failed tasks are retried by the full run
     return code if code != EXIT_OK or not stats["failed"] else EXIT_TASK_ERRORS
+
+
+class Plan(NamedTuple):
+    todo: list[Slot]  # tasks the agent runs now
+    again: set[str]  # failed verifications to verify again
+    chosen: list[str]  # a pilot's tasks
+    gone: int  # tasks of the ledger the dataset no longer has
+
+
+def _plan(ledger: Ledger, found: Scan, selection: Any, wanted: dict[str, Any], k: int) -> Plan:
+    """Bring the ledger in line with the scanned dataset (row positions, task count, selection) and
+    say what this invocation runs."""
+    ledger.reindex(found.indexed)
+    ledger.set_meta({"dataset_tasks": str(len(found.indexed))})
+    states = ledger.states()
+    gone = outside(found.indexed, states)
+    ledger.set_selection([entry[1] for entry in found.indexed] if selection.narrows or gone else None)
+    todo = pending(found.indexed, states, wanted)
+    chosen = [entry[1] for entry in pilot.spread(found.indexed, k)] if k else []
+    todo = pilot.restrict(todo, set(chosen)) if k else todo
+    again = {slot.key for slot in to_reverify(found.indexed, states)} - {slot.key for slot in todo}
+    return Plan(todo, again, chosen, gone)
 
 
 def _start_sweep_budget(settings: dict[str, Any], spent: float) -> None:
