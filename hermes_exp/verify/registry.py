@@ -30,12 +30,12 @@ def load_options(settings: dict[str, Any], conf_dir: Path) -> dict[str, dict[str
     """name -> resolved config of every conf/verifier option; the run's own choice keeps its overrides."""
     chosen = settings.get("verifier") or {"kind": NONE}
     options: dict[str, dict[str, Any]] = {}
+    # Interpolations such as ${model} resolve against the run's settings: each option in turn is set as
+    # `verifier` of one copy of them (a copy per option was most of a no-op invocation's config work).
+    root = OmegaConf.create({k: v for k, v in settings.items() if k != "verifier"})
     for path in sorted((conf_dir / "verifier").glob("*.yaml")):
-        raw = OmegaConf.load(path)
-        # Interpolations such as ${model} resolve against the run's settings.
-        merged = OmegaConf.merge(OmegaConf.create({k: v for k, v in settings.items() if k != "verifier"}),
-                                 {"verifier": raw})
-        options[path.stem] = OmegaConf.to_container(merged.verifier, resolve=True)
+        root.verifier = OmegaConf.load(path)
+        options[path.stem] = OmegaConf.to_container(root.verifier, resolve=True)
     options[str(chosen.get("kind", NONE))] = copy.deepcopy(chosen)
     return options
 
