@@ -24,8 +24,10 @@ def atomic_writer(path: Path, binary: bool = False) -> Iterator[IO[Any]]:
         with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8")) as fh:
             yield fh
             fh.flush()
-            os.fsync(fh.fileno())
-        if path.exists() and filecmp.cmp(tmp, path, shallow=False):
+            unchanged = path.exists() and filecmp.cmp(tmp, path, shallow=False)
+            if not unchanged:  # the new content reaches the disk before it replaces the old
+                os.fsync(fh.fileno())
+        if unchanged:
             os.unlink(tmp)
         else:
             os.replace(tmp, path)
