@@ -79,6 +79,9 @@ def run_cli(cwd: Path, args: list[str], env: dict[str, str] | None = None, timeo
     """`python -m hermes_exp.cli ARGS` in `cwd` (through WRAPPER), with the runner's own resource usage."""
     usage_file = cwd / f".rusage-{os.getpid()}-{time.monotonic_ns()}.json"
     full_env = {**os.environ, **(env or {}), "HX_BENCH_RUSAGE": str(usage_file)}
+    # A user's second invocation imports cached bytecode; with PYTHONDONTWRITEBYTECODE (set on these
+    # machines) every invocation would compile the package again (~0.3 s of each no-op).
+    full_env.pop("PYTHONDONTWRITEBYTECODE", None)
     started = time.time()
     proc = subprocess.Popen([python, "-c", WRAPPER, *args], cwd=cwd, env=full_env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
