@@ -17,11 +17,12 @@ import socket
 import ssl
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx2
 
 _VERSIONS = {10: b"HTTP/1.0", 11: b"HTTP/1.1"}
+_T = TypeVar("_T")
 _READ_BUFFER = 8192  # held by each session thread while it waits for its answer
 
 
@@ -111,7 +112,7 @@ class StdlibTransport(httpx2.BaseTransport):
         conn.io.read_timeout, conn.io.write_timeout = timeouts.get("read"), timeouts.get("write")
         try:
             response = self._exchange(conn.http, request)
-            content = _read(response, request)
+            content = _received(response.read, request)
         except BaseException:
             self._drop()
             raise
@@ -140,12 +141,7 @@ class StdlibTransport(httpx2.BaseTransport):
             raise _network(exc, httpx2.WriteTimeout, httpx2.WriteError, request) from exc
         except (http.client.HTTPException, ValueError) as exc:
             raise httpx2.LocalProtocolError(str(exc), request=request) from exc
-        try:
-            return conn.getresponse()
-        except (socket.timeout, ssl.SSLError, OSError) as exc:
-            raise _network(exc, httpx2.ReadTimeout, httpx2.ReadError, request) from exc
-        except http.client.HTTPException as exc:
-            raise httpx2.RemoteProtocolError(_protocol(exc), request=request) from exc
+        return _received(conn.getresponse, request)
 
     def _connection(self, request: httpx2.Request, connect_timeout: float | None) -> _Connection:
         url = request.url
@@ -175,9 +171,10 @@ class StdlibTransport(httpx2.BaseTransport):
             conn.close()
 
 
-def _read(response: http.client.HTTPResponse, request: httpx2.Request) -> bytes:
+def _received(read: Callable[[], _T], request: httpx2.Request) -> _T:
+    """`read()` (the response's head, or its body) with a socket or protocol failure as httpx's."""
     try:
-        return response.read()
+        return read()
     except (socket.timeout, ssl.SSLError, OSError) as exc:
         raise _network(exc, httpx2.ReadTimeout, httpx2.ReadError, request) from exc
     except http.client.HTTPException as exc:
