@@ -16,8 +16,13 @@ from hermes_exp.sandbox.background import OutputLog
 # $0 = the pid file, $1 = the command. The inner shell leads its own session and group, so its pid
 # (written to $0) is the group id kill() signals; it writes the command's exit code to $0.rc. Without
 # setsid in the image, kill() reaches only that shell, not the command's children.
+# setsid must not be the exec's own process: that process already leads a session (the engine starts
+# it so), and setsid called from a group leader forks, its parent exiting at once; the engine then
+# takes the exec as ended and closes its stdin and output at the container's next exec. Run as the
+# outer shell's child (`; exit` keeps the shell from exec'ing it), it is in the shell's group, not a
+# leader, so it starts the session in place, and the outer shell lives until the command ends.
 INNER = 'echo $$ > "$0"; sh -c "$1"; echo $? > "$0.rc"'
-WRAPPER = (f"inner='{INNER}'; if command -v setsid >/dev/null 2>&1; then exec setsid sh -c \"$inner\" \"$0\" \"$1\"; "
+WRAPPER = (f"inner='{INNER}'; if command -v setsid >/dev/null 2>&1; then setsid sh -c \"$inner\" \"$0\" \"$1\"; exit; "
            'else exec sh -c "$inner" "$0" "$1"; fi')
 KILLED = 137  # what a shell reports for a command ended by SIGKILL
 

@@ -165,3 +165,19 @@ def test_background_processes_die_after_sigint_of_runner(backend: Backend) -> No
     finally:
         proc.kill()
     assert gone(marker)
+
+
+def test_stdin_stays_open_while_other_commands_run(sandbox) -> None:
+    """A process reading its stdin keeps it while the agent runs other commands in the same sandbox."""
+    sid = start(sandbox, "echo ready; while read line; do echo got:$line; done; echo eof")
+    wait_output(sandbox, sid, "ready")
+    for i in range(3):
+        assert terminal(sandbox, {"command": f"echo fg{i}"}, LIMITS)["output"].strip() == f"fg{i}"
+        call(sandbox, action="submit", session_id=sid, data=f"line{i}")
+        wait_output(sandbox, sid, f"got:line{i}")
+        assert call(sandbox, action="poll", session_id=sid)["status"] == "running"
+    call(sandbox, action="close", session_id=sid)
+    done = call(sandbox, action="wait", session_id=sid, timeout=10)
+    assert done["status"] == "exited" and done["exit_code"] == 0
+    assert call(sandbox, action="log", session_id=sid)["output"].splitlines() == [
+        "ready", "got:line0", "got:line1", "got:line2", "eof"]
