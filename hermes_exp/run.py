@@ -30,6 +30,7 @@ from hermes_exp.progress import Progress
 from hermes_exp.redact import Redactor, secret_names
 from hermes_exp.runlock import RunLock
 from hermes_exp.scan_cache import ScanCache, cache_key
+from hermes_exp.sandbox import options as sandbox_options
 from hermes_exp.sandbox.reaper import Watchdog
 from hermes_exp.sandbox.auto import runs_on_host
 from hermes_exp.selection import from_settings, scan_selected
@@ -79,6 +80,7 @@ def run(settings: dict[str, Any], on_locked: Callable[[], None] | None = None) -
     if settings.get("action", "run") != "export":
         settings = mcp.with_discovered(settings)  # MCP servers' tools, listed once, before anything else
     check(settings)
+    sandbox_options.check(settings.get("sandbox"))  # before the run directory is claimed by this config
     chosen_formats(settings)  # a typo in outputs.formats must not surface after hours of work
     compress.check(settings)
     selection_mode(settings)

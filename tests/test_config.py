@@ -148,7 +148,7 @@ def test_docker_throughput_options_compose_and_leave_the_identity_alone(tmp_path
     assert identity_hash(settings) == identity_hash(base)
     check(settings)
     bad = to_plain(_compose(["sandbox=docker", "sandbox.remove_in_background=sometimes", f"hydra.run.dir={tmp_path}"]))
-    with pytest.raises(Exception, match="sandbox.remove_in_background must be true or false"):
+    with pytest.raises(Exception, match="sandbox.remove_in_background='sometimes' must be true, false or null"):
         instantiate(bad["sandbox"], run_id="hx-test")  # Hydra wraps the ConfigError
 
 

@@ -106,8 +106,8 @@ def test_unknown_output_format(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("overrides, needles", [
-    (("sandbox=docker", "sandbox.warm_pool=-1"), ("error: sandbox.warm_pool must be a whole number >= 0, got -1",
-                                                  "fix: set sandbox.warm_pool=<n>")),
+    (("sandbox=docker", "sandbox.warm_pool=-1"), ("error: sandbox.warm_pool=-1 must be an integer >= 0",
+                                                  "fix: set sandbox.warm_pool=<integer >= 0>")),
     (("executor=processes", "executor.n_jobs=many"), ("error: executor cannot be built", "'many'")),
     (("filters.rules=[{_target_: hermes_exp.store.filters.NoSuchRule}]",), ("fix: check filters.rules[0]._target_",)),
 ])

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_exp.errors import SandboxError
+from hermes_exp.sandbox import options
 from hermes_exp.sandbox.background import BackgroundSet, HostBackground
 from hermes_exp.sandbox.base import READ_LIMIT, ExecResult, confine
 from hermes_exp.sandbox.local import LocalSandbox
@@ -232,15 +233,13 @@ class BwrapSandboxFactory:
     """Opens BwrapSandboxes; checks once (lazily, or in preflight) that bubblewrap works here.
     Task directories and cgroups are named after the run, so a killed run's leftovers are found."""
 
-    def __init__(self, root: str | None = None, output_limit: int = 20000, keep: bool = False,
-                 env: dict[str, str] | None = None, memory_mb: int = 4096, cpu_seconds: int = 600,
-                 pids_limit: int = 512, run_id: str | None = None, **_: Any) -> None:
-        self._dirs = TaskDirs(root, run_id, bool(keep))
-        self._output_limit = int(output_limit)
-        self._env = {str(k): str(v) for k, v in (env or {}).items()}
-        self._memory_mb = int(memory_mb)
-        self._cpu_seconds = int(cpu_seconds)
-        self._pids_limit = int(pids_limit)
+    def __init__(self, run_id: str | None = None, **settings: Any) -> None:
+        """`settings`: sandbox.* (local's, and memory_mb, cpu_seconds, pids_limit), read by sandbox.options."""
+        o = options.bwrap(settings)
+        self._dirs = TaskDirs(o["root"], run_id, o["keep"])
+        self._output_limit = o["output_limit"]
+        self._env = o["env"]
+        self._memory_mb, self._cpu_seconds, self._pids_limit = o["memory_mb"], o["cpu_seconds"], o["pids_limit"]
         self._bwrap: str | None = None
         self._lock = threading.Lock()
 

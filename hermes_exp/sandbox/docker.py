@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Any
 
-from hermes_exp.errors import ConfigError, SandboxError
+from hermes_exp.errors import SandboxError
 from hermes_exp.sandbox.docker_engine import (OWNER_LABEL, RUN_LABEL, TASK_LABEL, _engine_errors, connect,
                                               quietly_kill, quietly_remove, reap)
 from hermes_exp.sandbox.docker_images import ImageCache
@@ -21,6 +21,7 @@ from hermes_exp.sandbox.docker_remover import Remover
 from hermes_exp.sandbox.docker_sandbox import DockerSandbox
 from hermes_exp.sandbox.images import ImageBuilder
 from hermes_exp.sandbox.process import clean_env
+from hermes_exp.sandbox import options
 from hermes_exp.sandbox.reaper import mark_stopped, stopped_since
 from hermes_exp.sandbox.startrate import StartRate
 
@@ -33,29 +34,27 @@ class DockerSandboxFactory:
     """Opens one container per task. Construction touches nothing: the engine is contacted on first
     use (or in preflight), each distinct image is checked once, and live containers are capped."""
 
-    def __init__(self, image: str = "python:3.11-slim", network: bool = False, memory_mb: int = 2048,
-                 cpus: float = 1.0, pids_limit: int = 256, read_only: bool = False, max_sandboxes: int = 8,
-                 pull_timeout: float = 300, output_limit: int = 20000, env: dict[str, str] | None = None,
-                 base_url: str | None = None, run_id: str = "run", base_dir: str = ".", max_builds: int = 2,
-                 max_starts_per_second: float = 0.0, warm_pool: int = 0, remove_in_background: bool = True,
-                 **_: Any) -> None:
-        self.image, self.run_id = image, str(run_id)
+    def __init__(self, run_id: str = "run", base_dir: str = ".", **settings: Any) -> None:
+        """`settings`: sandbox.* (see conf/sandbox/docker.yaml), read by sandbox.options; `base_dir`:
+        where a row's container.build context is found."""
+        o = options.docker(settings)
+        self.image, self.run_id = o["image"], str(run_id)
         self._born = time.time()  # a shutdown mark older than this is an earlier invocation's
-        self._limits = Limits(bool(network), bool(read_only), int(memory_mb), float(cpus), int(pids_limit))
-        self._output_limit = int(output_limit)
-        self._env = {str(k): str(v) for k, v in (env or {}).items()}
-        self._base_url = base_url
-        self._max = int(max_sandboxes)
+        self._limits = Limits(o["network"], o["read_only"], o["memory_mb"], float(o["cpus"]), o["pids_limit"])
+        self._output_limit = o["output_limit"]
+        self._env = o["env"]
+        self._base_url = o["base_url"]
+        self._max = o["max_sandboxes"]
         self._slots = threading.BoundedSemaphore(self._max) if self._max > 0 else None
-        self._start_rate = StartRate(max_starts_per_second if max_starts_per_second is not None else 0.0)
+        self._start_rate = StartRate(o["max_starts_per_second"])
         self._lock = threading.Lock()
         self._client: Any = None
-        self._images = ImageCache(self._api, pull_timeout)
-        self._builder = ImageBuilder(self._api, _engine_errors, base_dir, max_builds)  # a row's container.build
-        self.pool = WarmPool(_pool_size(warm_pool), self._make_pooled, lambda cid: quietly_remove(self._api(), cid),
+        self._images = ImageCache(self._api, o["pull_timeout"])
+        self._builder = ImageBuilder(self._api, _engine_errors, base_dir, o["max_builds"])  # a row's container.build
+        self.pool = WarmPool(o["warm_pool"], self._make_pooled, lambda cid: quietly_remove(self._api(), cid),
                              pace=self._start_rate.wait)
         self._remover = Remover(lambda cid: quietly_remove(self._api(), cid), backlog=self._max or 64) \
-            if _flag("remove_in_background", remove_in_background) else None
+            if o["remove_in_background"] else None
 
     def preflight(self, rows_images: set[str] | None = None, default_image: bool = True) -> None:
         """Fail once if the engine is unreachable; reap this run's leftovers; warm the images (a
@@ -170,15 +169,3 @@ class DockerSandboxFactory:
             if self._client is not None:
                 log.warning("docker sandbox shutdown: %s", exc)
 
-
-def _flag(name: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(f"sandbox.{name} must be true or false, got {value!r}", f"set sandbox.{name}=true or false")
-    return value
-
-
-def _pool_size(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigError(f"sandbox.warm_pool must be a whole number >= 0, got {value!r}",
-                          "set sandbox.warm_pool=<n> (containers started ahead; 0 = no pool), e.g. 4")
-    return value

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_exp.errors import SandboxError, ToolError
+from hermes_exp.sandbox import options
 from hermes_exp.sandbox.background import BackgroundSet, HostBackground
 from hermes_exp.sandbox.base import READ_LIMIT, ExecResult, confine
 from hermes_exp.sandbox.process import clean_env, kill_group, run_group
@@ -124,11 +125,12 @@ class LocalSandbox:
 class LocalSandboxFactory:
     """Opens LocalSandboxes under `root` (default: the system temp dir)."""
 
-    def __init__(self, root: str | None = None, output_limit: int = 20000, keep: bool = False,
-                 env: dict[str, str] | None = None, run_id: str | None = None, **_: Any) -> None:
-        self._dirs = TaskDirs(root, run_id, bool(keep))
-        self._output_limit = int(output_limit)
-        self._env = dict(env or {})
+    def __init__(self, run_id: str | None = None, **settings: Any) -> None:
+        """`settings`: sandbox.* (root, output_limit, keep, env), read by sandbox.options."""
+        o = options.host(settings)
+        self._dirs = TaskDirs(o["root"], run_id, o["keep"])
+        self._output_limit = o["output_limit"]
+        self._env = o["env"]
         self._procs = ProcRegistry(self._dirs.run_id)
 
     def preflight(self, rows_images: set[str] | None = None, default_image: bool = True) -> None:
