@@ -85,3 +85,38 @@ def test_kill_9_mid_run_then_resume_stays_under_the_budget(tmp_path: Path, execu
     assert served <= limit + worst * processes, (served, killed_at, resumed.stderr[-2000:])
     stats = json.loads((tmp_path / "outputs" / "k9" / "statistics.json").read_text())
     assert stats["spent_usd"] >= served - 1e-9, (killed_at, served)  # the ledger counts calls in flight at their worst case
+
+
+@pytest.mark.slow
+def test_kill_9_during_a_judges_call_still_counts_that_call(tmp_path: Path) -> None:
+    """The judge's calls are journaled under the sample's key like the agent's: a kill -9 while the judge
+    is answering cannot make the resumed run forget what that call cost."""
+    data = write_dataset(tmp_path / "p.jsonl", [{"prompt": "RUN: echo hello\nSay hello"}])
+    record = tmp_path / "r.jsonl"
+    args = [f"dataset.path={data}", "run_name=kj", "num_workers=1", "filters=none", "verifier=judge",
+            "sandbox=local", "distribution=terminal_only", *PRICED, "budget.max_cost_usd=100"]
+    # requests 0 and 1 are the agent's (a tool call, the answer); the judge's, request 2, takes 4 s
+    faults = {"script": ["ok", "ok", "timeout"], "hang_seconds": 4}
+    with MockServer(latency_ms=20, record_path=str(record), faults=faults) as server:
+        args.append(f"model.base_url={server.base_url}")
+        proc = subprocess.Popen([sys.executable, "-m", "hermes_exp.cli", *args], cwd=tmp_path,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+        deadline = time.monotonic() + 60
+        spend = tmp_path / "outputs" / "kj" / "spend"
+        while time.monotonic() < deadline and proc.poll() is None and _reserved(spend) < 3:
+            time.sleep(0.05)
+        assert proc.poll() is None and request_count(record) == 2, proc.stderr.read().decode()[-2000:]
+        os.killpg(proc.pid, signal.SIGKILL)  # the agent is done, the judge's call is in flight
+        proc.wait(timeout=30)
+        time.sleep(4.5)  # the killed call is answered (and billed) all the same
+        assert request_count(record) == 3
+        resumed = run_cli(tmp_path, *args, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    assert request_count(record) == 6  # the sample ran and was judged again
+    stats = json.loads((tmp_path / "outputs" / "kj" / "statistics.json").read_text())
+    assert stats["spent_usd"] >= served_cost(record) - 1e-9, (stats["spent_usd"], served_cost(record))
+
+
+def _reserved(spend_dir: Path) -> int:
+    """Calls the run's spend journal has reserved so far (each written before its call is sent)."""
+    return sum(1 for f in spend_dir.glob("*.jsonl") for line in f.read_text().splitlines() if '"w":' in line)

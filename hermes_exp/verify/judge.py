@@ -10,6 +10,7 @@ import re
 import threading
 from typing import Any
 
+from hermes_exp.budget import TaskMeter
 from hermes_exp.errors import ConfigError, ProviderError
 from hermes_exp.sandbox.base import Sandbox
 from hermes_exp.verify.base import Verdict, VerifierFailed, VerifyContext, clip, content_text, final_answer
@@ -54,7 +55,7 @@ class JudgeVerifier:
         self._lock = threading.Lock()
 
     def client(self) -> Any:
-        """The judge's client, built on first use; it shares the run's budget with the agent's."""
+        """The judge's client, built on first use; it shares the run's budget and spend journal with the agent's."""
         with self._lock:
             if self._client is None:
                 from hermes_exp.agent.model import ModelClient
@@ -63,9 +64,10 @@ class JudgeVerifier:
                 invocation = (self.context.settings or {}).get("invocation") or {}
                 url = self.model.get("base_url") or (invocation.get("base_url") if self.model.get("mock_server")
                                                      else self.provider.get("base_url")) or invocation.get("base_url")
-                budget = getattr(getattr(self.context.runtime, "client", None), "budget", None)
+                agent = getattr(self.context.runtime, "client", None)  # the run's budget and spend journal
                 key = api_key({"provider": self.provider, "model": self.model})
-                self._client = ModelClient(self.model, self.provider, url, key, workers=4, budget=budget)
+                self._client = ModelClient(self.model, self.provider, url, key, workers=4,
+                                           budget=getattr(agent, "budget", None), journal=getattr(agent, "journal", None))
             return self._client
 
     def request(self, row: dict[str, Any], result: dict[str, Any]) -> str:
@@ -82,7 +84,10 @@ class JudgeVerifier:
 
     def verify(self, sandbox: Sandbox | None, row: dict[str, Any], result: dict[str, Any]) -> Verdict:
         try:
-            reply = self.client().complete([{"role": "user", "content": self.request(row, result)}], [])
+            # journaled under the sample's key (a kill -9 mid-call still counts it); no per-task cap: a
+            # judge never fails a sample for what the agent spent (budget.max_task_cost_usd)
+            meter = TaskMeter(None, result.get("key"))
+            reply = self.client().complete([{"role": "user", "content": self.request(row, result)}], [], meter)
         except ProviderError as exc:
             raise VerifierFailed(f"the judge's model call failed: {exc}", getattr(exc, "usage", None)) from exc
         usage = [{**reply.usage, "served_by": reply.served_by, "attempts": reply.attempts}]
