@@ -329,3 +329,20 @@ def test_oracle_and_nop_control_runs_list_broken_tasks(tmp_path: Path, mock_serv
         assert [b["line"] for b in stats["verification"]["broken_tasks"]] == broken_lines
         assert f"broken tasks (agent={agent}): 1, dataset lines {broken_lines[0]}" in result.stderr
     assert request_count(tmp_path / "requests.jsonl") == 0  # control runs make no model call
+
+
+@pytest.mark.parametrize("overrides, needles", [
+    (("++verifier.model.base_url=http://127.0.0.1:9/v1",), ("verifier.model has no name", "give the judge's model whole")),
+    (("verifier.model={name: judge-x}", "budget.max_cost_usd=5", "model.pricing.prompt=1", "model.pricing.completion=1"),
+     ("verifier.model.pricing is null for the judge's model 'judge-x'", "set verifier.model.pricing.prompt")),
+])
+def test_a_judge_model_given_in_part_is_refused_before_any_work(tmp_path: Path, overrides, needles) -> None:
+    """Hydra replaces `${model}` with what the user gives for verifier.model: a part of a model (no name),
+    or a model without prices under a budget, is a config error up front, not a failed verification per
+    sample after the agents have run (and been paid for)."""
+    data = write_dataset(tmp_path / "j.jsonl", [{"prompt": "RUN: echo hi\nGreet"}])
+    result = run_cli(tmp_path, f"dataset.path={data}", "run_name=jm", "sandbox=local", "verifier=judge", *overrides)
+    assert result.returncode == 2, result.stderr
+    for needle in needles:
+        assert needle in result.stderr
+    assert not (tmp_path / "outputs" / "jm" / "ledger.db").exists()

@@ -11,6 +11,7 @@ import threading
 from typing import Any
 
 from hermes_exp.budget import TaskMeter
+from hermes_exp.cost import Pricing
 from hermes_exp.errors import ConfigError, ProviderError
 from hermes_exp.sandbox.base import Sandbox
 from hermes_exp.verify.base import Verdict, VerifierFailed, VerifyContext, clip, content_text, final_answer
@@ -51,6 +52,7 @@ class JudgeVerifier:
         self.pass_threshold = float(pass_threshold)
         self.limit = int(max_transcript_chars)
         self.context = context or VerifyContext()
+        _check_model(self.model, (self.context.settings or {}).get("budget") or {})
         self._client: Any = None
         self._lock = threading.Lock()
 
@@ -98,3 +100,20 @@ class JudgeVerifier:
                                  f"{clip(answer, 300)!r}", usage)
         value = found[-1] if isinstance(found[-1], str) else found[-1][0]
         return Verdict(float(value), clip(answer), usage)
+
+
+def _check_model(model: dict[str, Any], budget: dict[str, Any]) -> None:
+    """The judge's model, checked before any work: a `verifier.model` the user gives replaces the run's
+    model as a whole (Hydra does not merge into `${model}`), so it needs its own name, and its own
+    prices when a budget is set (else its calls could not be counted before they are made)."""
+    whole = ("give the judge's model whole, e.g. 'verifier.model={name: gpt-4o-mini, pricing: {prompt: 0.15, "
+             "completion: 0.6}}' (and verifier.provider for another endpoint), or leave verifier.model out "
+             "for the run's model")
+    name = model.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"verifier.model has no name: {model!r}", whole)
+    if any(budget.get(k) is not None for k in ("max_cost_usd", "sweep_max_cost_usd")) and \
+            Pricing.from_config(model.get("pricing")) is None:
+        raise ConfigError(f"a budget is set but verifier.model.pricing is null for the judge's model {name!r}, so "
+                          "the cost of a judge's call cannot be estimated before it is made",
+                          "set verifier.model.pricing.prompt and .completion (USD per 1M tokens); " + whole)
