@@ -43,6 +43,9 @@ class LocalSandbox:
                  registry: ProcRegistry | None = None) -> None:
         self.root = root
         self.workdir = str(root)
+        # where the directory really is, taken once: a command that later swaps it for a symlink
+        # (`cd .. && rm -r task && ln -s / task`) cannot move what file tools are confined to
+        self._real = os.path.realpath(root)
         self._output_limit = output_limit
         self._env = clean_env(self.workdir, env)
         self._keep = keep
@@ -67,16 +70,17 @@ class LocalSandbox:
     def host_path(self, path: str) -> Path:
         """The host path of a sandbox path, refusing escapes (including through symlinks)."""
         rel = confine(self.workdir, path)
-        target = (self.root / rel).resolve()
-        if target != self.root.resolve() and self.root.resolve() not in target.parents:
+        real = self._real
+        target = os.path.realpath(os.path.join(real, rel))
+        if target != real and not target.startswith(real.rstrip("/") + "/"):
             raise ToolError(f"path {path!r} resolves outside the working directory")
-        return target
+        return Path(target)
 
     def resolve(self, path: str) -> str:
         """`path` relative to the task directory, judged by where it resolves: commands run on the
         host, so a symlink the agent made (`ln -s / root`) must not lead them out."""
-        target = self.host_path(path)
-        return str(target.relative_to(self.root.resolve())) if target != self.root.resolve() else "."
+        target = str(self.host_path(path))
+        return os.path.relpath(target, self._real) if target != self._real else "."
 
     def read_file(self, path: str, limit: int = READ_LIMIT) -> bytes:
         target = self.host_path(path)

@@ -68,6 +68,21 @@ def test_search_files_on_local_judges_where_a_path_resolves(backend, sandbox) ->
     assert found["count"] == 0, found
 
 
+def test_file_tools_on_local_stay_confined_when_a_command_swaps_the_task_directory_for_a_symlink(
+        backend, sandbox) -> None:
+    if backend.name != "local":
+        pytest.skip("on bwrap and docker the task directory is a mount the command cannot replace")
+    moved = sandbox.exec('d="$PWD" && cd .. && mv "$d" "$d.moved" && ln -s /etc "$d" && echo swapped', timeout=10)
+    try:
+        assert "swapped" in moved.output, moved.output
+        assert "resolves outside" in _call(sandbox, "read_file", path="passwd")["error"]
+        assert "resolves outside" in _call(sandbox, "write_file", path="hx-swapped", content="x")["error"]
+        assert not os.path.exists("/etc/hx-swapped")
+    finally:
+        os.unlink(sandbox.workdir)
+        os.rename(sandbox.workdir + ".moved", sandbox.workdir)
+
+
 @pytest.fixture
 def small_tmp(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     """A real 400 MB tmpfs as the runner's temp dir (where command output is spooled)."""
