@@ -1,6 +1,8 @@
 """The model client's HTTP/1.1 exchange (agent/exchange.py) against a real loopback server that answers
 in the ways servers do: kept-alive, `Connection: close`, closing an idle kept-alive connection, chunked
-and gzip-encoded bodies. Every call gets its answer, over as few connections as the server allows."""
+and gzip-encoded bodies, HTTP/1.0, a body ended by the connection's end, a `100 Continue` first, a
+redirect. Every call gets its answer, over as few connections as the server allows; what is not HTTP
+fails the call as a connection error, and so does a header that would split the request."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ class RawServer:
     def __init__(self, mode: str) -> None:
         self.mode = mode
         self.connections = 0
+        self.targets: list[str] = []  # the request target of every request answered
         self._sock = socket.create_server(("127.0.0.1", 0))
         self._sock.settimeout(0.1)
         self.base_url = f"http://127.0.0.1:{self._sock.getsockname()[1]}/v1"
@@ -46,13 +49,25 @@ class RawServer:
 
     def _answer_all(self, conn: socket.socket) -> None:
         with conn, conn.makefile("rb") as reader:
-            while _read_request(reader):
-                conn.sendall(self._response())
-                if self.mode in ("close", "drop_idle"):
+            while target := _read_request(reader):
+                conn.sendall(self._response(target))
+                self.targets.append(target)
+                if self.mode in ("close", "drop_idle", "http10", "until_close", "garbage"):
                     break  # "close" said so in its header; "drop_idle" hangs up without a word
 
-    def _response(self) -> bytes:
+    def _response(self, target: str) -> bytes:
         head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        if self.mode == "http10":
+            return (f"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(BODY)}\r\n\r\n"
+                    ).encode() + BODY
+        if self.mode == "until_close":
+            return head.encode() + b"\r\n" + BODY
+        if self.mode == "continue":
+            head = "HTTP/1.1 100 Continue\r\n\r\n" + head
+        if self.mode == "garbage":
+            return b"SSH-2.0-OpenSSH_9.2\r\n\r\n"
+        if self.mode == "redirect" and not target.startswith("/moved/"):
+            return f"HTTP/1.1 307 Temporary Redirect\r\nLocation: /moved{target}\r\nContent-Length: 0\r\n\r\n".encode()
         if self.mode == "chunked_gzip":
             data = gzip.compress(BODY)
             chunks = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (data[:10], data[10:]))
@@ -66,20 +81,24 @@ class RawServer:
         self._sock.close()
 
 
-def _read_request(reader) -> bool:
-    """Read one request (head and Content-Length body); False when the client closed the connection."""
+def _read_request(reader) -> str:
+    """Read one request (head and Content-Length body): its target; "" when the client closed the connection."""
     length = None
+    target = ""
     while True:
         line = reader.readline()
         if not line:
-            return False
+            return ""
+        if not target:
+            target = line.decode("latin-1").split(" ")[1]
+            continue
         if line in (b"\r\n", b"\n"):
             break
         name, _, value = line.decode("latin-1").partition(":")
         if name.strip().lower() == "content-length":
             length = int(value)
     reader.read(length or 0)
-    return True
+    return target
 
 
 @pytest.fixture
@@ -95,9 +114,10 @@ def serve() -> Iterator:
         server.stop()
 
 
-def ask_three(server: RawServer, pause: float = 0.0) -> list[str]:
+def ask_three(server: RawServer, pause: float = 0.0, headers: dict[str, str] | None = None) -> list[str]:
     settings = settings_for("model.retry.max_attempts=1")
-    client = ModelClient(settings["model"], settings["provider"], server.base_url, "sk-test")
+    provider = {**settings["provider"], "headers": headers} if headers else settings["provider"]
+    client = ModelClient(settings["model"], provider, server.base_url, "sk-test")
     answers = []
     for _ in range(3):
         answers.append(client.complete([{"role": "user", "content": "hi"}], TOOLS).message["content"])
@@ -105,11 +125,30 @@ def ask_three(server: RawServer, pause: float = 0.0) -> list[str]:
     return answers
 
 
-@pytest.mark.parametrize("mode,connections", [("keep_alive", 1), ("close", 3), ("chunked_gzip", 1)])
+@pytest.mark.parametrize("mode,connections", [("keep_alive", 1), ("close", 3), ("chunked_gzip", 1), ("http10", 3),
+                                              ("until_close", 3), ("continue", 1)])
 def test_every_framing_is_read_and_a_kept_alive_connection_is_reused(serve, mode: str, connections: int) -> None:
     server = serve(mode)
     assert ask_three(server) == [ANSWER["choices"][0]["message"]["content"]] * 3
     assert server.connections == connections
+
+
+def test_a_redirect_is_followed_to_the_answer(serve) -> None:
+    server = serve("redirect")
+    assert ask_three(server) == [ANSWER["choices"][0]["message"]["content"]] * 3
+    assert server.targets.count("/moved/v1/chat/completions") == 3 and server.targets[-1].startswith("/moved/")
+
+
+def test_a_server_that_does_not_speak_http_fails_the_call_as_a_connection_error(serve) -> None:
+    with pytest.raises(ProviderError, match="APIConnectionError.*RemoteProtocolError.*not HTTP/1.x"):
+        ask_three(serve("garbage"))
+
+
+def test_a_provider_header_that_would_split_the_request_fails_each_call_and_sends_nothing(serve) -> None:
+    server = serve("keep_alive")
+    with pytest.raises(ProviderError, match="APIConnectionError.*LocalProtocolError"):
+        ask_three(server, headers={"X-Extra": "a\r\nInjected: 1"})
+    assert server.targets == []
 
 
 def test_a_kept_alive_connection_the_server_closed_is_replaced_before_the_next_call(serve) -> None:

@@ -1,90 +1,51 @@
 """The model client's HTTP/1.1 exchange: an httpx transport (mounted in the SDK's own httpx client) that
-sends each request over one kept-alive connection with the standard library's `http.client`.
+sends each request over one kept-alive connection, framed and parsed by agent/http11.py.
 
 httpcore and h11 validate and parse every request and response in pure Python, through several
-layers of objects per call: most of the runner's CPU per model call (bench/RESULTS.md). `http.client`
-does the same exchange for about half of it. What httpcore did is kept: timeouts per connect, read
-and write (from the request, as the SDK sets them), the attempt's total deadline (agent/deadline.py),
-TCP_NODELAY, TLS with the client's SSL context, a kept-alive connection closed when the server said
-so, when it went quiet past the keep-alive expiry, or when the server closed it; httpx's exceptions."""
+layers of objects per call, and http.client after them still spent most of a call's exchange on
+per-header validation and `email.parser` (bench/RESULTS.md). What httpcore did is kept: timeouts per
+connect, read and write (from the request, as the SDK sets them), the attempt's total deadline
+(agent/deadline.py), TCP_NODELAY, TLS with the client's SSL context, a kept-alive connection closed
+when the server said so, when it went quiet past the keep-alive expiry, or when the server closed it;
+httpx's exceptions. `exchange` is also called directly with a head built once (agent/post.py)."""
 
 from __future__ import annotations
 
-import http.client
-import io
 import select
 import socket
 import ssl
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx2
 
-_VERSIONS = {10: b"HTTP/1.0", 11: b"HTTP/1.1"}
-_T = TypeVar("_T")
-_READ_BUFFER = 8192  # held by each session thread while it waits for its answer
+from hermes_exp.agent.http11 import ProtocolError, Received, RequestError, read_response, request_head
+
+Origin = tuple[str, str, int]
 
 
-class _Io:
-    """The connection's socket as http.client sees it: every write and read bounded by its own
-    timeout and by the attempt's deadline (`bound(timeout, exception)`)."""
-
-    def __init__(self, sock: socket.socket, bound: Callable[..., float | None]) -> None:
-        self.sock = sock
-        self.bound = bound
-        self.read_timeout: float | None = None
-        self.write_timeout: float | None = None
-        self._out: list[bytes] = []
-
-    def sendall(self, data: bytes) -> None:
-        self._out.append(data)  # http.client writes head and body apart: `flush` sends them together
-
-    def flush(self) -> None:
-        data, self._out = b"".join(self._out), []
-        self.sock.settimeout(self.bound(self.write_timeout, httpx2.WriteTimeout))
-        self.sock.sendall(data)
-
-    def makefile(self, mode: str) -> io.BufferedReader:
-        return io.BufferedReader(_Reader(self), _READ_BUFFER)
-
-    def close(self) -> None:
-        """http.client "closes" a connection the server will close before the body is read: the
-        transport closes the socket itself once the response is read."""
-
-
-class _Reader(io.RawIOBase):
-    def __init__(self, owner: _Io) -> None:
-        self._owner = owner
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        owner = self._owner
-        owner.sock.settimeout(owner.bound(owner.read_timeout, httpx2.ReadTimeout))
-        return owner.sock.recv_into(buffer)
+def origin_of(url: httpx2.URL) -> Origin:
+    scheme = url.scheme
+    return scheme, url.host, url.port or (443 if scheme == "https" else 80)
 
 
 class _Connection:
     """One open connection to one origin."""
 
-    def __init__(self, origin: tuple[str, str, int], sock: socket.socket, bound: Callable[..., float | None]) -> None:
+    def __init__(self, origin: Origin, sock: socket.socket) -> None:
         self.origin = origin
         self.sock = sock
-        self.io = _Io(sock, bound)
-        self.http = http.client.HTTPConnection(origin[1], origin[2])
-        self.http.sock = self.io
+        self.poll = select.poll()
+        self.poll.register(sock, select.POLLIN)
         self.idle_since = time.monotonic()
 
-    def usable(self, origin: tuple[str, str, int], expiry: float | None) -> bool:
+    def usable(self, origin: Origin, expiry: float | None) -> bool:
         """Same origin, not idle past the expiry, and the server has not closed it (nothing to read)."""
         if origin != self.origin or (expiry is not None and time.monotonic() - self.idle_since > expiry):
             return False
-        poll = select.poll()
-        poll.register(self.sock, select.POLLIN)
         try:
-            return not poll.poll(0)
+            return not self.poll.poll(0)
         except OSError:
             return False
 
@@ -107,49 +68,70 @@ class StdlibTransport(httpx2.BaseTransport):
         self._conn: _Connection | None = None
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
-        timeouts = request.extensions.get("timeout") or {}
-        conn = self._connection(request, timeouts.get("connect"))
-        conn.io.read_timeout, conn.io.write_timeout = timeouts.get("read"), timeouts.get("write")
+        url = request.url
         try:
-            response = self._exchange(conn.http, request)
-            content = _received(response.read, request)
+            head = request_head(request.method.encode("ascii"), url.raw_path, request.headers.raw)
+        except RequestError as exc:
+            raise httpx2.LocalProtocolError(str(exc), request=request) from exc
+        timeouts = request.extensions.get("timeout") or {}
+        received = self.exchange(origin_of(url), head + b"\r\n" + request.read(), timeouts, request,
+                                 request.method.encode("ascii"))
+        return httpx2.Response(received.status, headers=received.headers, stream=httpx2.ByteStream(received.content),
+                               extensions={"http_version": received.version, "reason_phrase": received.reason})
+
+    def exchange(self, origin: Origin, data: bytes, timeouts: dict[str, Any], request: httpx2.Request | None = None,
+                 method: bytes = b"POST") -> Received:
+        """Send `data` (a whole request: head, blank line, body) and read the response."""
+        if origin[0] not in ("http", "https"):
+            raise httpx2.UnsupportedProtocol(f"request URL has an unsupported protocol '{origin[0]}://'",
+                                             request=request)
+        conn = self._connection(origin, timeouts.get("connect"), request)
+        sock, bound = conn.sock, self._bound
+        read_timeout = timeouts.get("read")
+        try:
+            try:
+                sock.settimeout(bound(timeouts.get("write"), httpx2.WriteTimeout))
+                sock.sendall(data)
+            except (OSError, ssl.SSLError) as exc:  # socket.timeout is an OSError
+                raise _network(exc, httpx2.WriteTimeout, httpx2.WriteError, request) from exc
+            self._await(conn, read_timeout, request)
+
+            def recv(n: int) -> bytes:
+                sock.settimeout(bound(read_timeout, httpx2.ReadTimeout))
+                return sock.recv(n)
+
+            try:
+                received, extra = read_response(recv, method)
+            except (OSError, ssl.SSLError) as exc:
+                raise _network(exc, httpx2.ReadTimeout, httpx2.ReadError, request) from exc
+            except ProtocolError as exc:
+                raise httpx2.RemoteProtocolError(str(exc), request=request) from exc
         except BaseException:
             self._drop()
             raise
-        if response.will_close or conn.http.sock is None:
+        if received.will_close or extra:
             self._drop()
         else:
             conn.idle_since = time.monotonic()
-        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.msg.raw_items()]
-        return httpx2.Response(response.status, headers=headers, stream=httpx2.ByteStream(content),
-                               extensions={"http_version": _VERSIONS.get(response.version, b"HTTP/1.1"),
-                                           "reason_phrase": response.reason.encode("latin-1", "replace")})
+        return received
 
     def close(self) -> None:
         self._drop()
 
-    def _exchange(self, conn: http.client.HTTPConnection, request: httpx2.Request) -> http.client.HTTPResponse:
-        body = request.read()
+    def _await(self, conn: _Connection, read_timeout: float | None, request: httpx2.Request | None) -> None:
+        """Wait for the answer's first bytes without a receive buffer: a session waiting for its answer
+        holds none (a TLS socket may have decrypted bytes waiting already)."""
+        if isinstance(conn.sock, ssl.SSLSocket) and conn.sock.pending():
+            return
+        timeout = self._bound(read_timeout, httpx2.ReadTimeout)
         try:
-            conn.putrequest(request.method, request.url.raw_path.decode("ascii"), skip_host=True,
-                            skip_accept_encoding=True)
-            for key, value in request.headers.raw:
-                conn.putheader(key, value)
-            conn.endheaders(body or None)
-            conn.sock.flush()
-        except (socket.timeout, ssl.SSLError, OSError) as exc:
-            raise _network(exc, httpx2.WriteTimeout, httpx2.WriteError, request) from exc
-        except (http.client.HTTPException, ValueError) as exc:
-            raise httpx2.LocalProtocolError(str(exc), request=request) from exc
-        return _received(conn.getresponse, request)
+            ready = conn.poll.poll(None if timeout is None else timeout * 1000)
+        except OSError as exc:
+            raise _network(exc, httpx2.ReadTimeout, httpx2.ReadError, request) from exc
+        if not ready:
+            raise httpx2.ReadTimeout("timed out", request=request)
 
-    def _connection(self, request: httpx2.Request, connect_timeout: float | None) -> _Connection:
-        url = request.url
-        scheme = url.scheme
-        if scheme not in ("http", "https"):
-            raise httpx2.UnsupportedProtocol(f"request URL has an unsupported protocol '{scheme}://'",
-                                             request=request)
-        origin = (scheme, url.host, url.port or (443 if scheme == "https" else 80))
+    def _connection(self, origin: Origin, connect_timeout: float | None, request: httpx2.Request | None) -> _Connection:
         if self._conn is not None and self._conn.usable(origin, self._expiry):
             return self._conn
         self._drop()
@@ -157,12 +139,12 @@ class StdlibTransport(httpx2.BaseTransport):
             timeout = self._bound(connect_timeout, httpx2.ConnectTimeout)
             sock = socket.create_connection(origin[1:], timeout=timeout)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if scheme == "https":
+            if origin[0] == "https":
                 sock.settimeout(self._bound(connect_timeout, httpx2.ConnectTimeout))
                 sock = self._ssl.wrap_socket(sock, server_hostname=origin[1])
-        except (socket.timeout, ssl.SSLError, OSError) as exc:
+        except (OSError, ssl.SSLError) as exc:
             raise _network(exc, httpx2.ConnectTimeout, httpx2.ConnectError, request) from exc
-        self._conn = _Connection(origin, sock, self._bound)
+        self._conn = _Connection(origin, sock)
         return self._conn
 
     def _drop(self) -> None:
@@ -171,23 +153,7 @@ class StdlibTransport(httpx2.BaseTransport):
             conn.close()
 
 
-def _received(read: Callable[[], _T], request: httpx2.Request) -> _T:
-    """`read()` (the response's head, or its body) with a socket or protocol failure as httpx's."""
-    try:
-        return read()
-    except (socket.timeout, ssl.SSLError, OSError) as exc:
-        raise _network(exc, httpx2.ReadTimeout, httpx2.ReadError, request) from exc
-    except http.client.HTTPException as exc:
-        raise httpx2.RemoteProtocolError(_protocol(exc), request=request) from exc
-
-
 def _network(exc: BaseException, timeout: type[httpx2.TransportError], other: type[httpx2.TransportError],
-             request: httpx2.Request) -> httpx2.TransportError:
+             request: httpx2.Request | None) -> httpx2.TransportError:
     kind = timeout if isinstance(exc, socket.timeout) else other
     return kind(str(exc) or type(exc).__name__, request=request)
-
-
-def _protocol(exc: http.client.HTTPException) -> str:
-    if isinstance(exc, http.client.RemoteDisconnected):
-        return "Server disconnected without sending a response."
-    return f"{type(exc).__name__}: {exc}"

@@ -149,13 +149,14 @@ class ModelClient:
 
     def _send(self, content: bytes) -> Any:
         """POST one JSON body; the decoded answer, or the SDK's exception for the failure (as its `post`)."""
-        request = self._post.request(content)
         try:
-            response = self._post.send(request)
+            answer, response = self._post.post(content)
         except httpx2.TimeoutException as exc:
-            raise openai.APITimeoutError(request=request) from exc
+            raise openai.APITimeoutError(request=self._post.request(content)) from exc
         except (httpx2.RequestError, ssl.SSLError) as exc:
-            raise openai.APIConnectionError(request=request) from exc
+            raise openai.APIConnectionError(request=self._post.request(content)) from exc
+        if response is None:
+            return answer
         try:
             if response.is_error:
                 raise self._client._make_status_error_from_response(response)

@@ -31,9 +31,10 @@ class PerThreadTransport(httpx2.BaseTransport):
         self._closers: list[weakref.finalize] = []
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
-        return self._own().handle_request(request)
+        return self.own().handle_request(request)
 
-    def _own(self) -> httpx2.BaseTransport:
+    def own(self) -> httpx2.BaseTransport:
+        """The calling thread's transport."""
         slot = getattr(self._local, "slot", None)
         if slot is None:
             slot = self._local.slot = _Slot(self._make())

@@ -7,11 +7,15 @@ client, transport, connection pool and deadline are used, so the wire is unchang
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx2
 
 from hermes_exp.agent.encode import encode
+from hermes_exp.agent.exchange import StdlibTransport, origin_of
+from hermes_exp.agent.http11 import Received, RequestError, request_head
+from hermes_exp.agent.pools import PerThreadTransport
 
 # httpx fills these in for every request (the body's length) or the SDK counts them per attempt.
 _PER_CALL = {b"content-length"}
@@ -31,11 +35,40 @@ class PreparedPost:
         self._extensions = dict(template.extensions)
         self._http = http
         self._transport = http._transport_for_url(self.url)  # the client's (or its proxy's) transport
+        self._direct: PerThreadTransport | None = None
+        if isinstance(self._transport, PerThreadTransport):  # not through a proxy: the head is built once
+            try:
+                self._head = request_head(b"POST", self.url.raw_path, self._headers.raw)
+            except RequestError:
+                return  # a header that would split the request: each call fails on it, as httpx's would
+            self._direct = self._transport
+            self._origin = origin_of(self.url)
+            self._timeouts = self._extensions.get("timeout") or {}
 
     def request(self, content: bytes) -> httpx2.Request:
         """The request of one call, with its body serialised as the SDK serialises it (agent/encode.py)."""
         return httpx2.Request("POST", self.url, headers=self._headers, content=content,
                               extensions=self._extensions)
+
+    def post(self, content: bytes) -> tuple[Any, httpx2.Response | None]:
+        """(the decoded answer, None) for a 2xx JSON answer sent as is; otherwise (None, the read
+        response, a redirect followed). Raises httpx2's exceptions, never on an HTTP status. The
+        request's head was built once; the httpx request and response objects are made only for an
+        answer that needs them (an error status, a redirect, a content-encoded body)."""
+        if self._direct is None:
+            return None, self.send(self.request(content))
+        transport = self._direct.own()
+        if not isinstance(transport, StdlibTransport):
+            return None, self.send(self.request(content))
+        data = b"%sContent-Length: %d\r\n\r\n%s" % (self._head, len(content), content)
+        received = transport.exchange(self._origin, data, self._timeouts)
+        if 200 <= received.status < 300 and _plain_json(received):
+            return json.loads(received.content), None
+        request = self.request(content)
+        response = httpx2.Response(received.status, headers=received.headers, request=request,
+                                   stream=httpx2.ByteStream(received.content),
+                                   extensions={"http_version": received.version, "reason_phrase": received.reason})
+        return None, self._read(response, request)
 
     def send(self, request: httpx2.Request) -> httpx2.Response:
         """The read response. Raises httpx2's exceptions (the caller maps them to the SDK's), never on
@@ -44,6 +77,9 @@ class PreparedPost:
         exchange; a redirect is followed by the client itself, as before."""
         response = self._transport.handle_request(request)
         response.request = request
+        return self._read(response, request)
+
+    def _read(self, response: httpx2.Response, request: httpx2.Request) -> httpx2.Response:
         if response.has_redirect_location:
             response.close()
             return self._http.send(request)
@@ -53,6 +89,19 @@ class PreparedPost:
             response.close()
             raise
         return response
+
+
+def _plain_json(received: Received) -> bool:
+    """Whether the body is JSON as sent (no content coding for httpx to undo): what `decoded` would
+    give is then json.loads of the bytes."""
+    kind = coding = b""
+    for name, value in received.headers:
+        lower = name.lower()
+        if lower == b"content-type":
+            kind = kind + b", " + value if kind else value
+        elif lower == b"content-encoding":
+            coding = coding + b", " + value if coding else value
+    return kind.split(b";")[0].strip().endswith(b"json") and coding.strip().lower() in (b"", b"identity")
 
 
 def decoded(response: httpx2.Response) -> Any:
