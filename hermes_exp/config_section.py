@@ -49,7 +49,7 @@ class Section:
         bounds = f" between {low} and {high}" if high is not None else f" >= {low}" if low is not None else ""
         path = self.path(key)
         raise self._error(f"{path}={value!r} must be {_article(noun)} {noun}{bounds}{f' ({unit})' if unit else ''}",
-                          fix or f"set {path}=<{noun}{bounds}>{self._or_null(default)}")
+                          fix or f"set {path}=<{noun}{bounds}>{'' if required else self._or_null(default)}")
 
     def flag(self, key: str, default: Any = None, nullable: bool = True, fix: str | None = None,
              required: bool = False) -> Any:

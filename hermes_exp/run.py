@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 
-from hermes_exp import compress, pilot, sweep_budget, worker
+from hermes_exp import compress, pilot, run_options, sweep_budget, worker
 from hermes_exp.agent.probe import probe
 from hermes_exp.dataset import Scan, Slot, Task, changed_since, open_dataset, stream_tasks
 from hermes_exp.inputs.harbor import check_sandbox
@@ -81,6 +81,7 @@ def run(settings: dict[str, Any], on_locked: Callable[[], None] | None = None) -
         settings = mcp.with_discovered(settings)  # MCP servers' tools, listed once, before anything else
     check(settings)
     sandbox_options.check(settings.get("sandbox"))  # before the run directory is claimed by this config
+    run_options.check(settings)  # resume.redo_all=no is a string bool() takes for true
     chosen_formats(settings)  # a typo in outputs.formats must not surface after hours of work
     compress.check(settings)
     selection_mode(settings)
