@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import tempfile
@@ -61,10 +62,33 @@ def run_group(
     return ExecResult(exit_code=code, output=text, timed_out=timed_out, truncated=truncated)
 
 
+WATCH_INTERVAL = 0.05  # seconds between looks at the size of a running command's output
+
+
 def _wait(proc: subprocess.Popen, spool: int, timeout: float, spool_limit: int) -> str | None:
     """Wait for the command to end: None, or why it must be stopped ("timeout", "spool": its output
-    passed `spool_limit` bytes). Polls like Popen.wait(timeout) does, watching the spool's size too."""
+    passed `spool_limit` bytes). Sleeps on the process's pidfd, waking when it exits (not reaped: its
+    pid cannot be reused before the caller kills the group) or every WATCH_INTERVAL to look at the
+    spool's size; where there is no pidfd, polls like Popen.wait(timeout) does."""
     deadline = time.monotonic() + timeout
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # not Linux >= 5.3
+        return _poll_wait(proc, spool, deadline, spool_limit)
+    try:
+        exited = select.poll()
+        exited.register(pidfd, select.POLLIN)
+        while not exited.poll(1000 * min(WATCH_INTERVAL, max(deadline - time.monotonic(), 0.0))):
+            if time.monotonic() >= deadline:
+                return "timeout"
+            if os.fstat(spool).st_size > spool_limit:
+                return "spool"
+    finally:
+        os.close(pidfd)
+    return None
+
+
+def _poll_wait(proc: subprocess.Popen, spool: int, deadline: float, spool_limit: int) -> str | None:
     delay = 0.0005
     while proc.poll() is None:
         remaining = deadline - time.monotonic()
