@@ -74,14 +74,15 @@ class StdlibTransport(httpx2.BaseTransport):
         except RequestError as exc:
             raise httpx2.LocalProtocolError(str(exc), request=request) from exc
         timeouts = request.extensions.get("timeout") or {}
-        received = self.exchange(origin_of(url), head + b"\r\n" + request.read(), timeouts, request,
+        received = self.exchange(origin_of(url), [head, b"\r\n", request.read()], timeouts, request,
                                  request.method.encode("ascii"))
         return httpx2.Response(received.status, headers=received.headers, stream=httpx2.ByteStream(received.content),
                                extensions={"http_version": received.version, "reason_phrase": received.reason})
 
-    def exchange(self, origin: Origin, data: bytes, timeouts: dict[str, Any], request: httpx2.Request | None = None,
-                 method: bytes = b"POST") -> Received:
-        """Send `data` (a whole request: head, blank line, body) and read the response."""
+    def exchange(self, origin: Origin, parts: list[bytes], timeouts: dict[str, Any],
+                 request: httpx2.Request | None = None, method: bytes = b"POST") -> Received:
+        """Send the request `parts` (together: head, blank line, body) and read the response. They are
+        joined for one write and the joined copy is dropped before the wait for the answer."""
         if origin[0] not in ("http", "https"):
             raise httpx2.UnsupportedProtocol(f"request URL has an unsupported protocol '{origin[0]}://'",
                                              request=request)
@@ -91,7 +92,9 @@ class StdlibTransport(httpx2.BaseTransport):
         try:
             try:
                 sock.settimeout(bound(timeouts.get("write"), httpx2.WriteTimeout))
+                data = b"".join(parts)
                 sock.sendall(data)
+                del data
             except (OSError, ssl.SSLError) as exc:  # socket.timeout is an OSError
                 raise _network(exc, httpx2.WriteTimeout, httpx2.WriteError, request) from exc
             self._await(conn, read_timeout, request)

@@ -60,8 +60,8 @@ class PreparedPost:
         transport = self._direct.own()
         if not isinstance(transport, StdlibTransport):
             return None, self.send(self.request(content))
-        data = b"%sContent-Length: %d\r\n\r\n%s" % (self._head, len(content), content)
-        received = transport.exchange(self._origin, data, self._timeouts)
+        length = b"Content-Length: %d\r\n\r\n" % len(content)
+        received = transport.exchange(self._origin, [self._head, length, content], self._timeouts)
         if 200 <= received.status < 300 and _plain_json(received):
             return json.loads(received.content), None
         request = self.request(content)
