@@ -56,3 +56,48 @@ def test_the_clients_encoding_matches_whole_serialisation_as_the_conversation_gr
     for body in bodies:
         assert encode(body) == (whole(body), estimate_whole(body))
         assert encode(body) == (whole(body), estimate_prompt_tokens(body))  # the same pieces again
+
+
+class Message(dict):
+    """A message whose lifetime can be watched (a plain dict takes no weak reference)."""
+
+
+def test_a_thread_holds_no_piece_of_a_conversation_once_it_has_forgotten_it() -> None:
+    import gc
+    import weakref
+
+    from hermes_exp.agent.encode import encode, forget
+
+    message = Message(role="user", content="hi")
+    watched = weakref.ref(message)
+    first = encode({"model": "m", "messages": [message], "tools": TOOLS})
+    forget()
+    del message
+    gc.collect()
+    assert watched() is None
+    assert encode({"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": TOOLS}) == first
+
+
+def test_the_agent_loop_forgets_its_conversation_when_it_ends(mock_server, tmp_path) -> None:
+    from test_providers import settings_for
+
+    from hermes_exp.agent import encode
+    from hermes_exp.agent.loop import run_agent
+    from hermes_exp.agent.model import ModelClient
+    from hermes_exp.sandbox.local import LocalSandboxFactory
+    from hermes_exp.tools.base import Resources
+    from hermes_exp.tools.registry import Registry
+    from hermes_exp.tools.toolbox import Toolbox
+
+    settings = settings_for("distribution=terminal_only")
+    client = ModelClient(settings["model"], settings["provider"], mock_server.base_url, "sk-test")
+    registry = Registry.from_settings(settings)
+    tools = registry.schemas(registry.toolsets)
+    sandbox = LocalSandboxFactory(root=str(tmp_path)).open("v1:abc", {})
+    try:
+        toolbox = Toolbox(registry, sandbox, settings.get("tools") or {}, Resources())
+        out = run_agent(client, toolbox, "count the words of this sentence", tools, settings, [])
+    finally:
+        sandbox.close()
+    assert out.completed and out.api_calls > 1
+    assert not vars(encode._last)  # the session thread keeps nothing of the conversation it ran

@@ -57,3 +57,9 @@ def encode(body: dict[str, Any]) -> tuple[bytes, int]:
     ascii_chars = sum(p.ascii for p in pieces) + 2 * max(len(pieces), 1) + tools.ascii
     other_bytes = sum(p.other for p in pieces) + tools.other
     return ("{" + ",".join(members) + "}").encode(), tokens_from_sizes(ascii_chars, other_bytes)
+
+
+def forget() -> None:
+    """Drop this thread's pieces (its conversation, serialised): called when a conversation ends, so an
+    idle session thread holds none of it while the run goes on."""
+    _last.__dict__.clear()

@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from hermes_exp.agent.encode import forget
 from hermes_exp.agent.limits import TaskLimits, is_context_overflow, tokens_used
 from hermes_exp.errors import Cancelled, ModelError, ProviderError
 from hermes_exp.stops import Stop
@@ -62,6 +63,14 @@ def run_agent(client: ModelClient, toolbox: Toolbox, prompt: str, tools: list[di
               settings: dict[str, Any], prefix: list[dict[str, Any]],
               cancel: threading.Event | None = None) -> Outcome:
     """`prefix` (system prompt with its ephemeral part, prefill) is sent but never saved."""
+    try:
+        return _conversation(client, toolbox, prompt, tools, settings, prefix, cancel)
+    finally:
+        forget()  # the thread's serialised pieces of this conversation
+
+
+def _conversation(client: ModelClient, toolbox: Toolbox, prompt: str, tools: list[dict[str, Any]],
+                  settings: dict[str, Any], prefix: list[dict[str, Any]], cancel: threading.Event | None) -> Outcome:
     system = settings.get("system_prompt")
     saved = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
     wire = prefix + [{"role": "user", "content": prompt}]
