@@ -40,7 +40,9 @@ class OutputLog:
     Reads use pread, so they never move the file offset a writing child process shares with us."""
 
     def __init__(self) -> None:
-        self.file: IO[bytes] = tempfile.TemporaryFile(prefix="hx-bg-")
+        # unbuffered: a host process writes the file itself and reads are preads, so a buffer (8 KB
+        # per background process, for the sandbox's whole life) would serve only `append`
+        self.file: IO[bytes] = tempfile.TemporaryFile(prefix="hx-bg-", buffering=0)
         self._cursor = 0
         self._lock = threading.Lock()
 
@@ -48,8 +50,9 @@ class OutputLog:
         """For backends whose output arrives through a stream (docker); host processes write directly.
         Past SPOOL_LIMIT bytes the rest is dropped (the tool's poll says so)."""
         if not self.file.closed and not self.full():
-            self.file.write(data)
-            self.file.flush()
+            view = memoryview(data)
+            while view:
+                view = view[self.file.write(view):]
 
     def full(self) -> bool:
         return self._size() > SPOOL_LIMIT
