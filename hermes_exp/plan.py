@@ -3,10 +3,14 @@ according to the user's resume intent (continue, retry error classes, redo filte
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
-from hermes_exp.dataset import Slot
+from hermes_exp import pilot
+from hermes_exp.dataset import Scan, Slot
 from hermes_exp.errors import ConfigError
+from hermes_exp.scan_cache import ScanCache
+from hermes_exp.store.ledger import Ledger
 
 VERIFIER = "verifier"  # a failed verification: re-verified by every invocation, the agent never re-run
 ERROR_CLASSES = ("provider", "sandbox", "model", "internal", "budget", VERIFIER)
@@ -62,3 +66,63 @@ def outside(indexed: list[Slot], states: dict[str, tuple[str, str | None]]) -> i
     """How many of the ledger's tasks the dataset no longer has (a row edited or removed, a lower
     samples_per_prompt): their results stay in the ledger, out of the exports, statistics and exit code."""
     return len(states.keys() - {slot.key for slot in indexed})
+
+
+class Plan(NamedTuple):
+    todo: list[Slot]  # tasks the agent runs now
+    again: set[str]  # failed verifications to verify again
+    chosen: list[str]  # a pilot's tasks
+    gone: int  # tasks of the ledger the dataset no longer has
+    total: int  # tasks of the (selected) dataset
+
+
+SETTLED = "settled"  # derived from the ledger: the last plan that found nothing to run, and what it saw
+
+
+def plan_invocation(ledger: Ledger, cache: ScanCache, found: Scan, scan: Callable[[], Scan], selection: Any,
+                    wanted: dict[str, Any], k: int | None) -> tuple[Scan, Plan]:
+    """The scan this invocation works from and what it runs. `found`: a real scan, or the cache's
+    (without a spool, its keys maybe not loaded), which only ever plans a run with nothing to do: any
+    work is planned again from a real scan. While no task row was written since the last plan that
+    found nothing to run, and the cached scan is the one it saw, that verdict holds without reading
+    either again."""
+    if found.spool is None:
+        memo = None if k else _settled(ledger, cache.identity())
+        if memo is not None:
+            return found, Plan([], set(), [], memo["gone"], memo["tasks"])
+        found = cache.load() or scan()
+    plan = _plan(ledger, found, selection, wanted, k)
+    if found.spool is None and (plan.todo or plan.again):  # cached keys, and work to do: run it from a real scan
+        plan = _plan(ledger, found := scan(), selection, wanted, k)
+    if found.spool is not None:
+        cache.save(found)
+    identity = cache.identity()
+    if identity and not k and not plan.todo and not plan.again:
+        ledger.set_derived(SETTLED, {"scan": identity, "selection": ledger.meta("selection"), "gone": plan.gone,
+                                     "tasks": plan.total})
+    return found, plan
+
+
+def _settled(ledger: Ledger, identity: str | None) -> dict[str, Any] | None:
+    """The last settled plan's verdict, when it was made from this cached scan and selection and no
+    task row was written since."""
+    memo = ledger.derived(SETTLED)
+    if not isinstance(memo, dict) or not identity:
+        return None
+    same = memo.get("scan") == identity and memo.get("selection") == ledger.meta("selection")
+    return memo if same and isinstance(memo.get("gone"), int) and isinstance(memo.get("tasks"), int) else None
+
+
+def _plan(ledger: Ledger, found: Scan, selection: Any, wanted: dict[str, Any], k: int | None) -> Plan:
+    """Bring the ledger in line with the scanned dataset (row positions, task count, selection) and
+    say what this invocation runs."""
+    ledger.reindex(found.indexed)
+    ledger.set_meta({"dataset_tasks": str(len(found.indexed))})
+    states = ledger.states()
+    gone = outside(found.indexed, states)
+    ledger.set_selection([entry[1] for entry in found.indexed] if selection.narrows or gone else None)
+    todo = pending(found.indexed, states, wanted)
+    chosen = [entry[1] for entry in pilot.spread(found.indexed, k)] if k else []
+    todo = pilot.restrict(todo, set(chosen)) if k else todo
+    again = {slot.key for slot in to_reverify(found.indexed, states)} - {slot.key for slot in todo}
+    return Plan(todo, again, chosen, gone, len(found.indexed))

@@ -16,17 +16,15 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 
-from hermes_exp import compress, pilot, run_options, sweep_budget, worker
-from hermes_exp.agent.probe import probe
+from hermes_exp import compress, pilot, run_options, sweep_budget
 from hermes_exp.dataset import Scan, Slot, Task, changed_since, open_dataset, stream_tasks
 from hermes_exp.inputs.harbor import check_sandbox
 from hermes_exp.errors import ConfigError, LedgerError
 from hermes_exp.guard import RunGuard
-from hermes_exp.plan import intent, outside, pending, samples_per_prompt, to_reverify
-from hermes_exp.progress import Progress
+from hermes_exp.plan import intent, plan_invocation, samples_per_prompt
 from hermes_exp.redact import Redactor, secret_names
 from hermes_exp.runlock import RunLock
 from hermes_exp.scan_cache import ScanCache, cache_key
@@ -44,7 +42,6 @@ from hermes_exp.store.health import check_ledger_file, storage_error
 from hermes_exp.store.ledger import Ledger
 from hermes_exp.store.rows import ledger_row
 from hermes_exp.store.samples import selection_mode
-from hermes_exp import rescore
 from hermes_exp.verify import record
 from hermes_exp.verify.book import ScoreBook
 from hermes_exp.verify.metrics import summary_line
@@ -120,16 +117,13 @@ def _run(settings: dict[str, Any], run_dir: Path, on_locked: Callable[[], None])
     with tempfile.TemporaryFile(dir=run_dir, prefix=".dataset-") as spool:
         scan = functools.partial(scan_selected, dataset, selection, identity, bool(settings["dataset"].get("skip_invalid")),
                                  samples=samples_per_prompt(settings), extra_check=check, spool=spool)
-        found = cache.load() or scan()
+        found = cache.load(keys=False) or scan()  # a cached scan's keys are read only if the ledger needs them
         with RunLock(run_dir) as lock, StopSignals() as stop:
             on_locked()
             ledger = _open_ledger(run_dir, identity, settings, lock.earlier)
             try:
-                todo, again, chosen, gone = _plan(ledger, found, selection, wanted, k)
-                if found.spool is None and (todo or again):  # cached keys, and work to do: run it from a real scan
-                    todo, again, chosen, gone = _plan(ledger, found := scan(), selection, wanted, k)
-                if found.spool is not None:
-                    cache.save(found)
+                found, (todo, again, chosen, gone, total) = plan_invocation(ledger, cache, found, scan, selection,
+                                                                            wanted, k)
                 if gone:
                     print(f"{gone} task(s) in the ledger are no longer in the dataset (rows edited or removed): "
                           "kept in the ledger, left out of the outputs and statistics", file=sys.stderr)
@@ -138,10 +132,10 @@ def _run(settings: dict[str, Any], run_dir: Path, on_locked: Callable[[], None])
                 fold_into(ledger, run_dir)  # what a killed invocation's calls in flight cost
                 guard = RunGuard(settings, ledger.spent_usd())
                 _start_sweep_budget(settings, guard.spent)
-                code = _dispatch(settings, ledger, found, todo, len(found.indexed), guard, stop, again)
+                code = _dispatch(settings, ledger, found, todo, total, guard, stop, again)
                 stats = export(ledger, run_dir, settings)
                 if k:
-                    proj = pilot.projection(ledger, chosen, len(found.indexed), int(settings["num_workers"]))
+                    proj = pilot.projection(ledger, chosen, total, int(settings["num_workers"]))
                 squeezed = compress.compress(ledger, run_dir, settings) if compress.wanted(settings) and \
                     code == EXIT_OK else None
             finally:
@@ -158,28 +152,6 @@ def _run(settings: dict[str, Any], run_dir: Path, on_locked: Callable[[], None])
         pilot.report(run_dir, proj)
         return EXIT_OK  # a pilot only measures: its failed tasks are retried by the full run
     return code if code != EXIT_OK or not stats["failed"] else EXIT_TASK_ERRORS
-
-
-class Plan(NamedTuple):
-    todo: list[Slot]  # tasks the agent runs now
-    again: set[str]  # failed verifications to verify again
-    chosen: list[str]  # a pilot's tasks
-    gone: int  # tasks of the ledger the dataset no longer has
-
-
-def _plan(ledger: Ledger, found: Scan, selection: Any, wanted: dict[str, Any], k: int) -> Plan:
-    """Bring the ledger in line with the scanned dataset (row positions, task count, selection) and
-    say what this invocation runs."""
-    ledger.reindex(found.indexed)
-    ledger.set_meta({"dataset_tasks": str(len(found.indexed))})
-    states = ledger.states()
-    gone = outside(found.indexed, states)
-    ledger.set_selection([entry[1] for entry in found.indexed] if selection.narrows or gone else None)
-    todo = pending(found.indexed, states, wanted)
-    chosen = [entry[1] for entry in pilot.spread(found.indexed, k)] if k else []
-    todo = pilot.restrict(todo, set(chosen)) if k else todo
-    again = {slot.key for slot in to_reverify(found.indexed, states)} - {slot.key for slot in todo}
-    return Plan(todo, again, chosen, gone)
 
 
 def _start_sweep_budget(settings: dict[str, Any], spent: float) -> None:
@@ -219,6 +191,11 @@ def _dispatch(settings: dict[str, Any], ledger: Ledger, found: Scan, todo: list[
     if not todo and not again:
         print(f"nothing to run: all {total} tasks of this run are settled", file=sys.stderr)
         return EXIT_OK
+    # What only a run with work needs is imported here: a settled run's invocation starts without it.
+    from hermes_exp import rescore, worker
+    from hermes_exp.agent.probe import probe
+    from hermes_exp.progress import Progress
+
     run_id = run_id_for(ledger.path.parent)
     filters = filters_mod.build(settings.get("filters"))
     executor = construct(settings["executor"], "executor")
@@ -283,6 +260,8 @@ def _job_name(run_dir: Path, run_name: str) -> str:
 def _preflight(settings: dict[str, Any], images: set[str], own_images: bool = False) -> None:
     """Checks that fail the whole run before any task starts (engine down, bubblewrap missing).
     `own_images`: every row brings its container (Harbor tasks), so sandbox.image is not warmed."""
+    from hermes_exp import worker
+
     factory = worker.runtime_for(settings).sandboxes
     factory.preflight(images, default_image=not own_images)
     if Redactor.from_env(settings) and runs_on_host(factory):
@@ -297,6 +276,8 @@ def _preflight(settings: dict[str, Any], images: set[str], own_images: bool = Fa
 
 
 def _marked(ledger: Ledger, found: Scan, todo: list[Slot]) -> Iterator[Task]:
+    from hermes_exp import worker
+
     for task in stream_tasks(found, todo):
         if worker.CANCEL.is_set():
             return
@@ -307,6 +288,8 @@ def _marked(ledger: Ledger, found: Scan, todo: list[Slot]) -> Iterator[Task]:
 def _stop_workers(run_id: str, grace: float, hurry: threading.Event | None = None) -> None:
     """Let conversations in flight end at their next turn (unless told to hurry), then close whatever
     sandbox is left."""
+    from hermes_exp import worker
+
     if worker.in_flight():
         worker.CANCEL.set()
         deadline = time.monotonic() + grace

@@ -66,21 +66,45 @@ class ScanCache:
             return check(row) if check is not None else None
         return watched
 
-    def load(self) -> Scan | None:
-        """The cached scan of this exact file and settings, without a spool; None on any doubt."""
+    def _header(self) -> tuple[dict[str, Any], bytes] | None:
+        """The cache file's header (and its line) when it describes this exact file and settings."""
         if self.signature is None or not self.path.is_file():
             return None
         try:
             with self.path.open("rb") as fh:
-                header = json.loads(fh.readline())
-                if (header.get("scheme"), header.get("key"), header.get("signature")) != \
-                        (SCHEME, self.key, self.signature):
-                    return None
-                if self.signature[3] > int(header["scanned_ns"]) - RACY_NS:
-                    return None
-                slots = [Slot(*entry) for entry in json.loads(fh.readline())]
-        except (OSError, ValueError, TypeError, KeyError):
+                line = fh.readline()
+            header = json.loads(line)
+            if (header.get("scheme"), header.get("key"), header.get("signature")) != (SCHEME, self.key, self.signature):
+                return None
+            if self.signature[3] > int(header["scanned_ns"]) - RACY_NS:
+                return None
+            set(header["images"])
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
             return None
+        return header, line
+
+    def identity(self) -> str | None:
+        """What names the cached scan (its header: settings, file signature, when it was scanned), when it
+        may serve; None otherwise. Every scan saved gets another one."""
+        found = self._header()
+        return hashlib.blake2b(found[1], digest_size=16).hexdigest() if found else None
+
+    def load(self, keys: bool = True) -> Scan | None:
+        """The cached scan of this exact file and settings, without a spool; None on any doubt. Without
+        `keys`, only what the header says (images, the file's stamp): a settled run needs no more."""
+        found = self._header()
+        if found is None:
+            return None
+        header, line = found
+        slots: list[Slot] = []
+        if keys:
+            try:
+                with self.path.open("rb") as fh:
+                    if fh.readline() != line:
+                        return None
+                    slots = [Slot(*entry) for entry in json.loads(fh.readline())]
+            except (OSError, ValueError, TypeError):
+                return None
         return Scan(slots, set(header["images"]), stamp=_stamp(self.signature), source=self.source)
 
     def save(self, found: Scan) -> None:

@@ -179,7 +179,7 @@ class Ledger:
     def spent_usd(self) -> float:
         """What this run has spent, over every invocation and every attempt, summaries of action=compress
         included (the budget's starting point)."""
-        tasks = self.db.execute("SELECT COALESCE(SUM(spent_usd), 0) FROM tasks").fetchone()[0]
+        tasks = self.totals()[2]
         summaries = self.db.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM compressions").fetchone()[0]
         return float(tasks) + float(summaries)
 
@@ -204,9 +204,36 @@ class Ledger:
 
     def fingerprint(self) -> str:
         """Changes whenever anything the exports are made of changes (rows, spend, invocations)."""
-        tasks = self.db.execute("SELECT COUNT(*), MAX(updated_at), TOTAL(spent_usd) FROM tasks").fetchone()
+        tasks = self.totals(keep=True)
         runs = self.db.execute("SELECT MAX(id), MAX(finished_at) FROM invocations").fetchone()
         return json.dumps([*tasks, *runs, self.meta("selection")])
+
+    def derived(self, name: str) -> Any:
+        """What was kept with `set_derived` (JSON), while no task row was written since; else None."""
+        text = self.meta(f"derived:{name}")
+        try:
+            return json.loads(text) if text is not None else None
+        except ValueError:
+            return None
+
+    def set_derived(self, name: str, value: Any) -> None:
+        """Keep something derived from the tasks table as it is now; the next write of a task row, by
+        anyone, deletes it (migration m010's triggers)."""
+        self.set_meta({f"derived:{name}": json.dumps(value)})
+
+    def totals(self, keep: bool = False) -> tuple[int, float | None, float]:
+        """COUNT(*), MAX(updated_at) and TOTAL(spent_usd) of the tasks table: counted (a full read of the
+        table, results and all) only when a task row was written since the last count was kept (`keep`:
+        by the export, after a run's last write; a run's start keeps nothing its first write would drop)."""
+        with self.lock:  # no write of this process's threads between the count and keeping it
+            kept = self.derived("totals")
+            if isinstance(kept, list) and len(kept) == 3:
+                return kept[0], kept[1], kept[2]
+            count, updated, spent = self.db.execute(
+                "SELECT COUNT(*), MAX(updated_at), TOTAL(spent_usd) FROM tasks").fetchone()
+            if keep:
+                self.set_derived("totals", [count, updated, spent])
+            return count, updated, spent
 
     def invocations(self) -> list[dict[str, Any]]:
         return list(self.db["invocations"].rows)

@@ -106,6 +106,20 @@ def m009_samples_and_scores(db: sqlite_utils.Database) -> None:
     db["scores"].create_index(["verifier"])
 
 
+@migration
+def m010_derived(db: sqlite_utils.Database) -> None:
+    """Meta rows named `derived:*` hold what was derived from the whole tasks table (its totals, a
+    settled run's plan): any insert, update or delete of a task row, whoever writes it, deletes them
+    (triggers), so while one is there it still holds. A write finds none to delete after the first,
+    so a run's commits write no page more."""
+    for event in ("INSERT", "UPDATE", "DELETE"):
+        db.execute(f"CREATE TRIGGER IF NOT EXISTS tasks_{event.lower()}_clears_derived AFTER {event} ON tasks "
+                   f"WHEN EXISTS (SELECT 1 FROM meta WHERE {DERIVED}) BEGIN DELETE FROM meta WHERE {DERIVED}; END")
+
+
+DERIVED = "key >= 'derived:' AND key < 'derived;'"  # the meta keys that start with "derived:"
+
+
 def apply(db: sqlite_utils.Database) -> list[str]:
     """Apply pending migrations, each in its own transaction; return the names applied."""
     if "_migrations" not in db.table_names():
@@ -115,7 +129,7 @@ def apply(db: sqlite_utils.Database) -> list[str]:
     for name, fn in MIGRATIONS:
         if name in done:
             continue
-        with db.conn:
+        with db.atomic():  # BEGIN..COMMIT: sqlite3 would commit each CREATE and ALTER on its own
             fn(db)
             db["_migrations"].insert({"name": name, "applied_at": time.time()})
         applied.append(name)

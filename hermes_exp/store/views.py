@@ -62,10 +62,21 @@ FROM tasks GROUP BY state, why ORDER BY state, tasks DESC""",
 
 def create_views(db: sqlite_utils.Database, temp: bool = False) -> list[str]:
     """Create (or replace) every view; `temp` makes connection-local views, which a read-only
-    connection may create. Returns the view names."""
+    connection may create. Returns the view names. Views that are already these are left as they
+    are (opening a ledger writes nothing)."""
+    if not temp and _current(db):
+        return list(VIEWS)
+    if not temp and not db.conn.in_transaction:
+        db.conn.execute("BEGIN")  # one transaction: sqlite3 would commit each DROP and CREATE on its own
     for name, sql in VIEWS.items():
         db.execute(f"DROP VIEW IF EXISTS {'temp.' if temp else ''}[{name}]")
         db.execute(f"CREATE {'TEMP ' if temp else ''}VIEW [{name}] AS {sql.strip()}")
     if not temp:
         db.conn.commit()
     return list(VIEWS)
+
+
+def _current(db: sqlite_utils.Database) -> bool:
+    """Whether the ledger's views are exactly these (their text as kept in sqlite_master)."""
+    stored = dict(db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'view'").fetchall())
+    return stored == {name: f"CREATE VIEW [{name}] AS {sql.strip()}" for name, sql in VIEWS.items()}
