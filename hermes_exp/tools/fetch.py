@@ -12,13 +12,14 @@ from __future__ import annotations
 import ipaddress
 import socket
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
-
-import httpx
 
 from hermes_exp.errors import ToolError
 from hermes_exp.tools.base import ToolContext
+
+if TYPE_CHECKING:  # httpx is imported when a request is made: building the tools (every start-up) needs none
+    import httpx
 
 USER_AGENT = "hermes-exp/0.1 (tool-using agent experiments)"
 
@@ -34,6 +35,8 @@ class Page:
 
 def client(ctx: ToolContext) -> httpx.Client:
     """The process's shared client (connection pool); redirects are followed by `get`, not by httpx."""
+    import httpx
+
     return ctx.resources.get("httpx", lambda: httpx.Client(follow_redirects=False, headers={
         "User-Agent": USER_AGENT}), lambda c: c.close())
 
@@ -41,6 +44,8 @@ def client(ctx: ToolContext) -> httpx.Client:
 def json_call(http: httpx.Client, method: str, url: str, label: str, timeout: float, **kwargs: Any) -> Any:
     """One request to a JSON API (a search backend, an images endpoint): its decoded body, or a ToolError
     naming `label` for a timeout, an unreachable host, an HTTP error status or a body that is not JSON."""
+    import httpx
+
     try:
         response = http.request(method, url, timeout=timeout, **kwargs)
     except httpx.TimeoutException as exc:
@@ -83,6 +88,8 @@ def get(ctx: ToolContext, url: str, *, timeout: float, max_bytes: int, max_redir
         block_private: bool, headers: dict[str, str] | None = None) -> Page:
     """GET `url`, following at most `max_redirects` redirects; raise ToolError for anything the model
     should hear about (bad URL, refused host, timeout, too many redirects, HTTP error, too large)."""
+    import httpx
+
     http = client(ctx)
     for _ in range(max_redirects + 1):
         check_url(url, block_private, ctx.services)

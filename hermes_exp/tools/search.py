@@ -15,12 +15,13 @@ Every backend returns a list of `{"title", "url", "snippet"}`. Shapes (what is s
 from __future__ import annotations
 
 import os
-from typing import Any, Protocol
-
-import httpx
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hermes_exp.errors import ToolError
 from hermes_exp.tools import fetch
+
+if TYPE_CHECKING:  # only annotations here; fetch imports httpx when a request is made
+    import httpx
 
 
 class SearchBackend(Protocol):
