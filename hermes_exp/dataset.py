@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,13 +120,21 @@ class Scan:
 RowCheck = Callable[[dict[str, Any]], "str | None"]
 
 
-def source_stamp(source: Source) -> tuple[int, int, int] | None:
-    """(inode, size, mtime in ns) of the dataset path: changes when it is replaced or rewritten."""
+def path_signature(path: Any) -> tuple[int, int, int, int, bool] | None:
+    """(device, inode, size, mtime in ns, whether it is a regular file) of a dataset path; None when
+    there is nothing to stat (a hub name, a path that is gone)."""
     try:
-        st = Path(source.path).stat()
+        st = Path(path).stat()
     except (OSError, TypeError, ValueError):
         return None
-    return st.st_ino, st.st_size, st.st_mtime_ns
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, stat.S_ISREG(st.st_mode)
+
+
+def source_stamp(source: Source) -> tuple[int, int, int] | None:
+    """(inode, size, mtime in ns) of the dataset path, a file or a folder: changes when it is replaced
+    or rewritten (a folder: when an entry is added, removed or renamed)."""
+    signature = path_signature(source.path)
+    return signature[1:4] if signature else None
 
 
 def scan(source: Source, identity: str, skip_invalid: bool, max_samples: int | None, samples: int = 1,

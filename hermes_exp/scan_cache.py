@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hermes_exp.dataset import KEY_SCHEME, RowCheck, Scan, Slot
+from hermes_exp.dataset import KEY_SCHEME, RowCheck, Scan, Slot, path_signature
 from hermes_exp.inputs import Source
 from hermes_exp.selection import Selection
 from hermes_exp.store.atomic import atomic_writer
@@ -31,11 +29,8 @@ RACY_NS = 2_000_000_000
 
 def file_signature(path: Any) -> list[int] | None:
     """[device, inode, size, mtime_ns] of a regular file, else None (folders, hub names: not cached)."""
-    try:
-        st = os.stat(str(path))
-    except (OSError, TypeError, ValueError):
-        return None
-    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns] if stat.S_ISREG(st.st_mode) else None
+    signature = path_signature(path)
+    return list(signature[:4]) if signature and signature[4] else None
 
 
 def cache_key(settings: dict[str, Any], selection: Selection) -> str | None:
@@ -125,5 +120,5 @@ class ScanCache:
 
 
 def _stamp(signature: list[int]) -> tuple[int, int, int]:
-    """dataset.source_stamp's (inode, size, mtime_ns) from a signature."""
+    """dataset.source_stamp's (inode, size, mtime_ns) from a file signature."""
     return signature[1], signature[2], signature[3]

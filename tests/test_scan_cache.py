@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+from types import SimpleNamespace
 from pathlib import Path
 
 from conftest import run_cli, write_dataset
@@ -106,3 +107,29 @@ def test_cli_resume_after_a_same_size_edit_runs_the_edited_row(tmp_path: Path, m
     text = (out / "trajectories.jsonl").read_text()
     assert len(text.splitlines()) == 4
     assert "Say hello number 9" in text and "Say hello number 2" not in text
+
+
+def test_the_cache_signature_and_the_run_stamp_read_one_stat(tmp_path: Path) -> None:
+    """A file: the cache's signature and the stamp `changed_since` compares agree. A folder (Harbor
+    tasks, a saved dataset): never cached, and still stamped, so adding a task folder is noticed."""
+    from hermes_exp.dataset import changed_since, source_stamp
+    from hermes_exp.scan_cache import file_signature
+
+    data = write_dataset(tmp_path / "p.jsonl", [{"prompt": "task A"}])
+    _age(data, 60)
+    _scan_and_save(tmp_path, data)
+    source = open_dataset(data)
+    assert source_stamp(source) == tuple(file_signature(data)[1:])
+    cached = _load(tmp_path, data)
+    assert cached.stamp == source_stamp(source) and not changed_since(source, cached)
+    write_dataset(data, [{"prompt": "task B"}, {"prompt": "task C"}])
+    assert changed_since(source, cached)
+
+    folder = tmp_path / "tasks"
+    (folder / "one").mkdir(parents=True)
+    assert file_signature(folder) is None
+    before = source_stamp(SimpleNamespace(path=folder))
+    assert before is not None
+    time.sleep(0.01)
+    (folder / "two").mkdir()
+    assert source_stamp(SimpleNamespace(path=folder)) != before
