@@ -1,28 +1,29 @@
-"""One HTTP/1.1 request and its response over an open socket, framed and parsed in a few byte
-operations: the model client's exchange (agent/exchange.py).
+"""One HTTP/1.1 request and its response over an open socket: the model client's exchange
+(agent/exchange.py).
 
 http.client validated each header through a regular expression and `putheader` call, and parsed the
 response head through `email.parser`: most of the CPU of a model call's exchange (bench/RESULTS.md).
-What they checked is kept: header names and values and the request target are refused when they
-could split the request (CR, LF, NUL, a space in the target), 1xx interim responses are skipped, a
-head is at most 64 KiB and 100 header lines, and the body is framed by `Transfer-Encoding: chunked`,
-`Content-Length` or the end of the connection, as RFC 9112 says. The body is returned as sent
-(still content-encoded): httpx decodes it."""
+Here the request head is built once per client (header names and values and the target are refused
+when they could split the request: CR, LF, NUL, a space in the target), and the response is parsed by
+httptools, the binding of llhttp (Node's HTTP parser, also uvicorn's): strict RFC 9112 framing
+(`Transfer-Encoding: chunked`, `Content-Length`, or the end of the connection), 1xx interim responses
+skipped, a head of at most 64 KiB and 100 header lines. The body is returned as sent (still
+content-encoded): httpx decodes it."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
+
+import httptools
 
 MAX_HEAD = 65536  # bytes of a response head (http.client's line limit)
 MAX_HEADERS = 100  # header lines of a response (http.client's limit)
 _RECV = 65536
-_NO_BODY = (204, 304)
 _ILLEGAL_NAME = re.compile(rb"[^!#$%&'*+\-.^_`|~0-9A-Za-z]")  # anything but an RFC 9110 token
 _ILLEGAL_VALUE = re.compile(rb"[\x00\r\n]")
 _ILLEGAL_TARGET = re.compile(rb"[\x00-\x20\x7f]")
-_HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
 
 
 class ProtocolError(Exception):
@@ -57,125 +58,92 @@ def request_head(method: bytes, target: bytes, headers: list[tuple[bytes, bytes]
     return b"\r\n".join(lines) + b"\r\n"
 
 
-class _Buffer:
-    """What was received and not yet consumed, refilled by `recv()` (b"" at the end of the stream)."""
+class _Message:
+    """httptools' callbacks for the response being read: status, headers and body pieces. A 1xx interim
+    response is forgotten when the next message begins."""
 
-    __slots__ = ("data", "pos", "recv")
+    __slots__ = ("reason", "headers", "body", "begun", "headers_done", "done", "after", "status", "parser",
+                 "keep_alive", "version")
 
-    def __init__(self, recv: Callable[[int], bytes]) -> None:
-        self.data = b""
-        self.pos = 0
-        self.recv = recv
+    def __init__(self) -> None:
+        self.begun = 0  # messages begun: one more after the final one means bytes beyond it
+        self.done = self.after = self.headers_done = False
+        self.reason, self.headers, self.body = b"", [], []
+        self.status = 0
+        self.parser: Any = None
+        self.keep_alive, self.version = False, "1.1"
 
-    def more(self) -> bool:
-        chunk = self.recv(_RECV)
-        if not chunk:
-            return False
-        self.data = self.data[self.pos:] + chunk if self.pos < len(self.data) else chunk
-        self.pos = 0
-        return True
+    def on_message_begin(self) -> None:
+        self.begun += 1
+        if self.done:
+            self.after = True
+        else:
+            self.reason, self.headers, self.body, self.headers_done = b"", [], [], False
 
-    def until(self, mark: bytes, limit: int, what: str) -> bytes:
-        """Bytes up to `mark` (consumed with it)."""
-        while True:
-            end = self.data.find(mark, self.pos)
-            if end >= 0:
-                piece = self.data[self.pos:end]
-                self.pos = end + len(mark)
-                return piece
-            if len(self.data) - self.pos > limit:
-                raise ProtocolError(f"the response's {what} is longer than {limit} bytes")
-            if not self.more():
-                raise ProtocolError(f"the server closed the connection in the middle of the response's {what}")
+    def on_status(self, status: bytes) -> None:
+        self.reason += status
 
-    def exactly(self, n: int) -> bytes:
-        while len(self.data) - self.pos < n:
-            if not self.more():
-                raise ProtocolError(f"the server closed the connection {n - len(self.data) + self.pos} "
-                                    "bytes before the end of the response's body")
-        piece = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return piece
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self.headers_done:
+            return  # a trailer field of a chunked body: not one of the response's headers
+        if len(self.headers) >= MAX_HEADERS:
+            raise ProtocolError(f"the response has more than {MAX_HEADERS} header lines")
+        self.headers.append((name, value.strip(b" \t")))
 
-    def rest(self) -> bytes:
-        pieces = [self.data[self.pos:]]
-        while chunk := self.recv(_RECV):
-            pieces.append(chunk)
-        self.data, self.pos = b"", 0
-        return b"".join(pieces)
+    def on_headers_complete(self) -> None:
+        self.headers_done = True
+        self.keep_alive, self.version = self.parser.should_keep_alive(), self.parser.get_http_version()
 
-    def left(self) -> int:
-        return len(self.data) - self.pos
+    def on_body(self, body: bytes) -> None:
+        self.body.append(body)
+
+    def on_message_complete(self) -> None:
+        self.status = self.parser.get_status_code()
+        self.done = not 100 <= self.status < 200 or self.status == 101  # 1xx are interim; 101 is final
 
 
 def read_response(recv: Callable[[int], bytes], method: bytes = b"POST") -> tuple[Received, bool]:
     """The next final response read through `recv`, and whether bytes beyond it were received (the
-    connection cannot be reused then). Raises ProtocolError."""
-    buffer = _Buffer(recv)
-    if not buffer.more():
+    connection cannot be reused then). Raises ProtocolError. The bytes are parsed by httptools
+    (llhttp, Node's HTTP parser): status line, headers, `Content-Length` (repeated values must agree),
+    chunked framing and trailers as RFC 9112 says; a body without either ends with the connection."""
+    message = _Message()
+    parser = message.parser = httptools.HttpResponseParser(message)
+    head = 0
+    while not message.done:
+        chunk = recv(_RECV)
+        if not chunk:
+            return _ended(message, parser, head), False
+        if not message.headers_done:
+            head += len(chunk)
+        try:
+            parser.feed_data(chunk)
+        except httptools.HttpParserError as exc:
+            if message.done:  # the final response is whole: what follows it is not reused
+                return _received(message, parser, message.status), True
+            if isinstance(exc.__cause__ or exc.__context__, ProtocolError):  # raised by a callback
+                raise (exc.__cause__ or exc.__context__) from None
+            raise ProtocolError(f"the server's answer is not HTTP/1.x: {exc}") from exc
+        if not message.headers_done and head > MAX_HEAD:
+            raise ProtocolError(f"the response's head is longer than {MAX_HEAD} bytes")
+        if method == b"HEAD" and message.headers_done and not message.done:
+            status = parser.get_status_code()
+            return _received(message, parser, status, close=True), False  # its length says nothing of a body
+    return _received(message, parser, message.status), message.after
+
+
+def _ended(message: _Message, parser: Any, head: int) -> Received:
+    """The server closed the connection: the end of a body without length, else a torn response."""
+    if not message.begun:
         raise ProtocolError("Server disconnected without sending a response.")
-    while True:
-        version, status, reason, headers = _head(buffer)
-        if not 100 <= status < 200 or status == 101:
-            break  # 1xx are interim: the final response follows
-    fields = {}
-    for name, value in headers:
-        key = name.lower()
-        fields[key] = fields[key] + b"," + value if key in fields else value
-    tokens = fields.get(b"connection", b"").lower()
-    close = b"close" in tokens if version == b"HTTP/1.1" else b"keep-alive" not in tokens
-    if method == b"HEAD" or status in _NO_BODY or 100 <= status < 200:
-        content = b""
-    elif b"chunked" in fields.get(b"transfer-encoding", b"").lower():
-        content = _chunked(buffer)
-    elif b"content-length" in fields:
-        content = buffer.exactly(_length(fields[b"content-length"]))
-    else:
-        content, close = buffer.rest(), True
-    return Received(status, reason, version, headers, content, close), buffer.left() > 0
+    if not message.headers_done:
+        raise ProtocolError("the server closed the connection in the middle of the response's head")
+    fields = {name.lower() for name, _ in message.headers}
+    if b"content-length" in fields or b"transfer-encoding" in fields:
+        raise ProtocolError("the server closed the connection before the end of the response's body")
+    return _received(message, parser, parser.get_status_code(), close=True)
 
 
-def _head(buffer: _Buffer) -> tuple[bytes, int, bytes, list[tuple[bytes, bytes]]]:
-    raw = buffer.until(b"\r\n\r\n", MAX_HEAD, "head")
-    lines = raw.split(b"\r\n")
-    version, _, rest = lines[0].partition(b" ")
-    code, _, reason = rest.partition(b" ")
-    if version not in (b"HTTP/1.1", b"HTTP/1.0") or len(code) != 3 or not code.isdigit():
-        raise ProtocolError(f"the status line {lines[0][:100]!r} is not HTTP/1.x's")
-    if len(lines) > MAX_HEADERS + 1:
-        raise ProtocolError(f"the response has more than {MAX_HEADERS} header lines")
-    headers: list[tuple[bytes, bytes]] = []
-    for line in lines[1:]:
-        if line[:1] in (b" ", b"\t") and headers:  # an obsolete folded line continues the last value
-            name, value = headers[-1]
-            headers[-1] = (name, value + b" " + line.strip(b" \t"))
-            continue
-        name, colon, value = line.partition(b":")
-        if not colon or not name or _ILLEGAL_NAME.search(name):
-            raise ProtocolError(f"the header line {line[:100]!r} is not `name: value`")
-        headers.append((name, value.strip(b" \t")))
-    return version, int(code), reason, headers
-
-
-def _length(value: bytes) -> int:
-    values = {v.strip() for v in value.split(b",")}  # repeated, they must agree (RFC 9110 8.6)
-    if len(values) != 1 or not next(iter(values)).isdigit():
-        raise ProtocolError(f"invalid Content-Length {value[:100]!r}")
-    return int(values.pop())
-
-
-def _chunked(buffer: _Buffer) -> bytes:
-    pieces = []
-    while True:
-        line = buffer.until(b"\r\n", 1024, "chunk size")
-        size = line.split(b";", 1)[0].strip(b" \t")
-        if not _HEX.fullmatch(size):
-            raise ProtocolError(f"invalid chunk size {line[:100]!r}")
-        n = int(size, 16)
-        if n == 0:
-            while buffer.until(b"\r\n", MAX_HEAD, "trailer"):
-                pass  # trailer fields, until the blank line
-            return b"".join(pieces)
-        pieces.append(buffer.exactly(n))
-        if buffer.exactly(2) != b"\r\n":
-            raise ProtocolError("a chunk is not followed by CRLF")
+def _received(message: _Message, parser: Any, status: int, close: bool = False) -> Received:
+    return Received(status, message.reason, b"HTTP/" + message.version.encode(), message.headers,
+                    b"".join(message.body), close or not message.keep_alive)
