@@ -87,3 +87,20 @@ def test_a_settled_run_replans_after_any_change_of_its_ledger_or_dataset(tmp_pat
         assert "1 task(s) in the ledger are no longer in the dataset" in gone.stderr
     lines = (tmp_path / "outputs" / "settled" / "trajectories.jsonl").read_text().splitlines()
     assert sorted(json.loads(line)["prompt_index"] for line in lines) == [0, 1, 2]
+
+
+def test_the_config_snapshot_is_rewritten_only_when_it_would_change(tmp_path: Path, mock_server) -> None:
+    data = write_dataset(tmp_path / "p.jsonl", [{"prompt": "Say hello"}])
+    args = [f"dataset.path={data}", "run_name=snap", f"model.base_url={mock_server.base_url}",
+            "distribution=terminal_only", f"sandbox.root={tmp_path / 'sb'}"]
+    snapshot = tmp_path / "outputs" / "snap" / ".hydra"
+    assert run_cli(tmp_path, *args).returncode == 0
+    written = {name: (snapshot / name).read_bytes() for name in ("config.yaml", "hydra.yaml", "overrides.yaml")}
+    assert run_cli(tmp_path, *args).returncode == 0
+    assert {name: (snapshot / name).read_bytes() for name in written} == written
+    (snapshot / "config.yaml").write_text("edited by hand\n")  # restored: the files are not what was written
+    assert run_cli(tmp_path, *args).returncode == 0
+    assert (snapshot / "config.yaml").read_bytes() == written["config.yaml"]
+    assert run_cli(tmp_path, *args, "num_workers=3").returncode == 0  # another config: another snapshot
+    assert b"num_workers: 3" in (snapshot / "config.yaml").read_bytes()
+    assert b"num_workers=3" in (snapshot / "overrides.yaml").read_bytes()
