@@ -12,7 +12,6 @@ from typing import Any
 from joblib import Parallel, delayed, parallel_config
 
 from hermes_exp.errors import ConfigError
-from hermes_exp.malloc_arenas import limit_arenas
 from hermes_exp.optional import require
 
 
@@ -20,19 +19,13 @@ class JoblibExecutor:
     """`backend` is a joblib backend: threading (default) or loky (processes).
 
     Tasks are pulled lazily from the iterable (at most `pre_dispatch` ahead), so a dataset of any
-    size streams through without being held in memory. `malloc_arenas` caps this process's glibc malloc
-    arenas before any session thread starts (hermes_exp/malloc_arenas.py; 0: glibc's default)."""
+    size streams through without being held in memory."""
 
     def __init__(self, backend: str = "threading", n_jobs: int = 4, pre_dispatch: str = "2*n_jobs",
-                 malloc_arenas: int = 0, **_: Any) -> None:
+                 **_: Any) -> None:
         self.backend = backend
         self.n_jobs = int(n_jobs)
         self.pre_dispatch = pre_dispatch
-        if isinstance(malloc_arenas, bool) or not isinstance(malloc_arenas, int) or malloc_arenas < 0:
-            raise ConfigError(f"executor.malloc_arenas must be a whole number >= 0, not {malloc_arenas!r}",
-                              "set executor.malloc_arenas=2 (the threads executor's default), or 0 for glibc's own")
-        self.malloc_arenas = malloc_arenas
-        limit_arenas(malloc_arenas)
 
     def cluster(self) -> AbstractContextManager[Any]:
         """Whatever must exist while tasks run (a cluster client); nothing for local backends."""
