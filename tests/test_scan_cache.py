@@ -23,6 +23,17 @@ def _age(path: Path, seconds: float) -> None:
     os.utime(path, (then, then))
 
 
+def aged_run(tmp_path: Path, base_url: str, run_name: str) -> tuple[list[dict], Path, list[str]]:
+    """Four rows in a dataset file last written a minute ago (older than the 2 s racily-clean rule),
+    and the CLI arguments of a run over it."""
+    rows = [{"prompt": f"Say hello number {i}"} for i in range(4)]
+    data = write_dataset(tmp_path / "p.jsonl", rows)
+    _age(data, 60)
+    args = [f"dataset.path={data}", f"run_name={run_name}", f"model.base_url={base_url}",
+            "distribution=terminal_only", f"sandbox.root={tmp_path / 'sb'}"]
+    return rows, data, args
+
+
 def _scan_and_save(run_dir: Path, data: Path, settings: dict = SETTINGS) -> tuple[list, ScanCache]:
     source = open_dataset(data)
     cache = ScanCache(run_dir, source, cache_key(settings, Selection()))
@@ -86,11 +97,7 @@ def test_an_ids_file_selection_is_not_cached(tmp_path: Path) -> None:
 
 
 def test_cli_resume_after_a_same_size_edit_runs_the_edited_row(tmp_path: Path, mock_server) -> None:
-    rows = [{"prompt": f"Say hello number {i}"} for i in range(4)]
-    data = write_dataset(tmp_path / "p.jsonl", rows)
-    _age(data, 60)
-    args = [f"dataset.path={data}", "run_name=cache", f"model.base_url={mock_server.base_url}",
-            "distribution=terminal_only", f"sandbox.root={tmp_path / 'sb'}"]
+    rows, data, args = aged_run(tmp_path, mock_server.base_url, "cache")
     assert run_cli(tmp_path, *args).returncode == 0
     out = tmp_path / "outputs" / "cache"
     assert (out / NAME).is_file()

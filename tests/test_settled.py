@@ -5,21 +5,15 @@ writes) deletes it, with the identity of the cached scan it was made from. Real 
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import time
 from pathlib import Path
 
 from conftest import run_cli, write_dataset
+from test_scan_cache import _age, aged_run
 
 from hermes_exp.plan import SETTLED
 from hermes_exp.store.ledger import Ledger
 from hermes_exp.store.rows import ledger_row
-
-
-def _age(path: Path, seconds: float) -> None:
-    then = time.time() - seconds
-    os.utime(path, (then, then))
 
 
 def _meta(db: Path, key: str) -> str | None:
@@ -58,11 +52,7 @@ def test_any_write_of_a_task_row_drops_what_was_derived_and_the_totals_follow(tm
 
 
 def test_a_settled_run_replans_after_any_change_of_its_ledger_or_dataset(tmp_path: Path, mock_server) -> None:
-    rows = [{"prompt": f"Say hello number {i}"} for i in range(4)]
-    data = write_dataset(tmp_path / "p.jsonl", rows)
-    _age(data, 60)
-    args = [f"dataset.path={data}", "run_name=settled", f"model.base_url={mock_server.base_url}",
-            "distribution=terminal_only", f"sandbox.root={tmp_path / 'sb'}"]
+    rows, data, args = aged_run(tmp_path, mock_server.base_url, "settled")
     db = tmp_path / "outputs" / "settled" / "ledger.db"
     assert run_cli(tmp_path, *args).returncode == 0
     for _ in range(2):  # the first no-op plans and keeps its verdict; the second is served by it
