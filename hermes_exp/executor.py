@@ -11,8 +11,11 @@ from typing import Any
 
 from joblib import Parallel, delayed, parallel_config
 
+from hermes_exp.config_section import Section
 from hermes_exp.errors import ConfigError
 from hermes_exp.optional import require
+
+BACKENDS = ("threading", "loky", "multiprocessing", "dask", "ray")  # joblib's, and the cluster ones below
 
 
 class JoblibExecutor:
@@ -23,8 +26,10 @@ class JoblibExecutor:
 
     def __init__(self, backend: str = "threading", n_jobs: int = 4, pre_dispatch: str = "2*n_jobs",
                  **_: Any) -> None:
-        self.backend = backend
-        self.n_jobs = int(n_jobs)
+        section = Section("executor", {"backend": backend, "n_jobs": n_jobs})
+        self.backend = section.choice("backend", BACKENDS, "threading")
+        self.n_jobs = section.number("n_jobs", integer=True, positive=True, required=True,
+                                     unit="concurrent sessions; default num_workers")
         self.pre_dispatch = pre_dispatch
 
     def cluster(self) -> AbstractContextManager[Any]:
@@ -48,6 +53,14 @@ def with_processes(settings: dict[str, Any], processes: int) -> dict[str, Any]:
     return {**settings, "invocation": {**settings.get("invocation", {}), "processes": max(1, int(processes))}}
 
 
+def _address(section: Section) -> str | None:
+    address = section.raw.get("address")
+    if address is None or (isinstance(address, str) and address.strip()):
+        return address
+    raise ConfigError(f"executor.address={address!r} must be a cluster address or null",
+                      "set executor.address=tcp://host:8786 (dask) or auto (ray), or null for a local cluster")
+
+
 def _missing(package: str, extra: str) -> ConfigError:
     return ConfigError(f"executor needs the {package!r} package, which is not installed",
                        f"pip install 'hermes-exp[{extra}]', or use executor=threads")
@@ -59,7 +72,13 @@ class DaskExecutor(JoblibExecutor):
     def __init__(self, address: str | None = None, n_workers: int = 2, threads_per_worker: int = 8,
                  **kwargs: Any) -> None:
         super().__init__(backend="dask", **kwargs)
-        self.address, self.n_workers, self.threads_per_worker = address, int(n_workers), int(threads_per_worker)
+        section = Section("executor", {"address": address, "n_workers": n_workers,
+                                       "threads_per_worker": threads_per_worker})
+        self.address = _address(section)
+        self.n_workers = section.number("n_workers", integer=True, positive=True, required=True,
+                                        unit="LocalCluster worker processes")
+        self.threads_per_worker = section.number("threads_per_worker", integer=True, positive=True, required=True,
+                                                 unit="sessions per worker process")
 
     def cluster(self) -> AbstractContextManager[Any]:
         distributed = require("dask.distributed", _missing("dask[distributed]", "dask"))
@@ -87,7 +106,9 @@ class RayExecutor(JoblibExecutor):
 
     def __init__(self, address: str | None = None, num_cpus: int | None = None, **kwargs: Any) -> None:
         super().__init__(backend="ray", **kwargs)
-        self.address, self.num_cpus = address, num_cpus
+        section = Section("executor", {"address": address, "num_cpus": num_cpus}, null="for the machine's")
+        self.address = _address(section)
+        self.num_cpus = section.number("num_cpus", None, integer=True, positive=True, unit="CPUs of a local Ray")
 
     def map_unordered(self, fn: Callable[..., dict[str, Any]], settings: dict[str, Any],
                       tasks: Iterable[Any]) -> Iterator[dict[str, Any]]:

@@ -108,7 +108,8 @@ def test_unknown_output_format(tmp_path: Path) -> None:
 @pytest.mark.parametrize("overrides, needles", [
     (("sandbox=docker", "sandbox.warm_pool=-1"), ("error: sandbox.warm_pool=-1 must be an integer >= 0",
                                                   "fix: set sandbox.warm_pool=<integer >= 0>")),
-    (("executor=processes", "executor.n_jobs=many"), ("error: executor cannot be built", "'many'")),
+    (("executor=processes", "executor.n_jobs=many"), ("error: executor.n_jobs='many' must be a positive integer",
+                                                       "fix: set executor.n_jobs=<positive integer>")),
     (("filters.rules=[{_target_: hermes_exp.store.filters.NoSuchRule}]",), ("fix: check filters.rules[0]._target_",)),
 ])
 def test_a_value_its_constructor_refuses_gets_the_constructors_message(tmp_path: Path, overrides, needles) -> None:

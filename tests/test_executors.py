@@ -19,3 +19,24 @@ def test_executor_runs_every_task_once(executor: str, tmp_path: Path, mock_serve
     rows = read_jsonl(tmp_path / "outputs" / "ex" / "trajectories.jsonl")
     assert sorted(r["prompt_index"] for r in rows) == list(range(n))
     assert agent_request_count(tmp_path / "requests.jsonl") == sum(r["api_calls"] for r in rows)
+
+
+@pytest.mark.parametrize("target, values, says", [
+    ("JoblibExecutor", {"n_jobs": "many"}, "executor.n_jobs='many' must be a positive integer"),
+    ("JoblibExecutor", {"n_jobs": 0}, "executor.n_jobs=0 must be a positive integer"),
+    ("JoblibExecutor", {"backend": "fork"}, "executor.backend='fork' is not valid; valid values: threading, loky"),
+    ("DaskExecutor", {"n_workers": 0}, "executor.n_workers=0 must be a positive integer"),
+    ("DaskExecutor", {"threads_per_worker": "8x"}, "executor.threads_per_worker='8x' must be a positive integer"),
+    ("DaskExecutor", {"address": ""}, "executor.address='' must be a cluster address or null"),
+    ("RayExecutor", {"num_cpus": -1}, "executor.num_cpus=-1 must be a positive integer"),
+])
+def test_a_bad_executor_value_names_its_key(target: str, values: dict, says: str) -> None:
+    """Refused by the constructor (which the CLI's instantiation turns into exit 2 with the fix), not
+    joblib's "n_jobs == 0 in Parallel has no meaning" or int()'s traceback halfway into a run."""
+    import hermes_exp.executor as executors
+    from hermes_exp.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        getattr(executors, target)(**values)
+    assert says in str(err.value) and "executor." in err.value.hint
+    executors.RayExecutor(num_cpus=None, n_jobs=2)  # null: the machine's CPUs
