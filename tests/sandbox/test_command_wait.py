@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from hermes_exp.sandbox.process import _poll_wait, _wait
+from hermes_exp.sandbox.process import _poll_wait, _wait, kill_group
 
 
 def _started(command: str, spool) -> subprocess.Popen:
@@ -29,7 +29,7 @@ def test_a_command_ends_or_is_stopped_for_its_deadline_or_its_output(wait, comma
             assert wait(proc, spool.fileno(), timeout, limit) == stop
             assert time.monotonic() - started < 5
         finally:
-            proc.kill()
+            kill_group(proc.pid)  # `sh -c yes` forks: killing the shell alone left `yes` filling the disk
             proc.wait()
 
 
