@@ -9,7 +9,7 @@ from typing import Any
 
 from hermes_exp.config_section import Section
 
-FLAGS = {"resume": ("redo_filtered", "redo_all", "new_identity"),
+FLAGS = {"dataset": ("skip_invalid",), "resume": ("redo_filtered", "redo_all", "new_identity"),
          "outputs": ("splits", "allow_shrink", "compress")}
 
 
@@ -30,5 +30,8 @@ def check(settings: dict[str, Any]) -> None:
     tools.number("terminal_timeout", positive=True, unit="seconds", required="terminal_timeout" in tools.raw)
     tools.number("max_output_chars", integer=True, positive=True, unit="characters of tool output kept",
                  required="max_output_chars" in tools.raw)
+    agent = Section("agent", settings.get("agent"))
+    agent.number("timeout_seconds", positive=True, unit="seconds for agent=oracle's solution command",
+                 required="timeout_seconds" in agent.raw)
     model = Section("model", settings.get("model"))
     model.number("timeout", positive=True, unit="seconds for one whole HTTP attempt", required="timeout" in model.raw)

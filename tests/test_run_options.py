@@ -12,7 +12,7 @@ from conftest import request_count, run_cli, write_dataset
 from hermes_exp.errors import ConfigError
 from hermes_exp.run_options import check
 
-BASE = {"seed": 0, "setup_timeout": 300, "resume": {"redo_filtered": False, "redo_all": False, "new_identity": False,
+BASE = {"dataset": {"skip_invalid": False}, "agent": {"kind": "oracle", "timeout_seconds": 600}, "seed": 0, "setup_timeout": 300, "resume": {"redo_filtered": False, "redo_all": False, "new_identity": False,
                                                     "task_attempts": 2, "grace_seconds": 10},
         "outputs": {"splits": False, "allow_shrink": False, "compress": False},
         "tools": {"terminal_timeout": 60, "max_output_chars": 20000}, "model": {"name": "m", "timeout": 600}}
@@ -25,6 +25,8 @@ BASE = {"seed": 0, "setup_timeout": 300, "resume": {"redo_filtered": False, "red
     ("outputs.splits", "maybe", "must be true, false or null"),
     ("outputs.allow_shrink", 1, "must be true, false or null"),
     ("outputs.compress", "on", "must be true, false or null"),
+    ("dataset.skip_invalid", "no", "must be true, false or null"),
+    ("agent.timeout_seconds", "x", "must be a positive number"),
     ("seed", "abc", "must be an integer"),
     ("seed", None, "must be an integer"),
     ("setup_timeout", -1, "must be a positive number"),

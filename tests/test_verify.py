@@ -175,6 +175,32 @@ def test_bad_row_verifier_is_refused_with_its_line(tmp_path: Path) -> None:
     assert lacking.returncode == 2 and f"{data}:1: verifier=command needs the row's \"verify\"" in lacking.stderr
 
 
+def test_a_verifier_flag_that_is_not_a_boolean_is_refused(tmp_path: Path, mock_server) -> None:
+    """`verifier.case_sensitive=no` is the string "no" to Hydra and a CSV column's `false` is the string
+    "false": bool() took both for true and compared every answer case-sensitively without a word. The
+    run's option is exit 2 before any work; a row's own option is a bad row, reported with its line."""
+    data = write_dataset(tmp_path / "v.jsonl", [{"prompt": "ANSWER: Paris", "expected": "paris"}])
+    args = [f"dataset.path={data}", "sandbox=local", "verifier=answer", f"model.base_url={mock_server.base_url}"]
+    result = run_cli(tmp_path, *args, "run_name=vf", "verifier.case_sensitive=no")
+    assert result.returncode == 2, result.stderr
+    assert "verifier.case_sensitive='no' must be true, false or null" in result.stderr
+    assert "set verifier.case_sensitive=true or verifier.case_sensitive=false" in result.stderr
+    assert not (tmp_path / "outputs" / "vf" / "ledger.db").exists()
+    for bad, says in (("verifier.pass_threshold=high", "verifier.pass_threshold='high' must be a number"),
+                      ("verifier.rel_tol=-1", "verifier.rel_tol=-1 must be a number >= 0")):
+        result = run_cli(tmp_path, *args, "run_name=vf", bad)
+        assert result.returncode == 2 and says in result.stderr, result.stderr
+    rows = write_dataset(tmp_path / "rows.jsonl", [{"prompt": "ANSWER: Paris", "expected": "paris"},
+                                                   {"prompt": "ANSWER: Paris", "expected": "paris", "case_sensitive": "false"}])
+    result = run_cli(tmp_path, f"dataset.path={rows}", *args[1:], "run_name=vr")
+    assert result.returncode == 2 and f"{rows}:2: verifier.case_sensitive='false' must be true" in result.stderr
+    assert request_count(tmp_path / "requests.jsonl") == 0
+    result = run_cli(tmp_path, f"dataset.path={rows}", *args[1:], "run_name=vr", "dataset.skip_invalid=true")
+    assert result.returncode == 0, result.stderr
+    [kept] = read_jsonl(tmp_path / "outputs" / "vr" / "trajectories.jsonl")
+    assert kept["reward"] == 1.0 and kept["passed"] is True  # "Paris" against "paris": not case-sensitive
+
+
 def _calls(tmp: Path) -> int:
     return request_count(tmp / "requests.jsonl")
 

@@ -15,6 +15,7 @@ from omegaconf import OmegaConf
 
 from hermes_exp.dataset import canonical_json
 from hermes_exp.errors import ConfigError
+from hermes_exp.verify import options
 from hermes_exp.verify.base import Verifier, VerifyContext
 
 NONE = "none"
@@ -69,6 +70,7 @@ def identity(cfg: dict[str, Any]) -> str:
 
 def build(cfg: dict[str, Any], context: VerifyContext) -> Verifier:
     """Instantiate a verifier by its `_target_` (the run's context is passed, not configured)."""
+    options.check(cfg)
     try:
         return instantiate({k: v for k, v in cfg.items() if k != "kind"}, _partial_=True, _convert_="all")(context=context)
     except ConfigError:
