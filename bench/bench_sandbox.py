@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sqlite3
 import statistics
 import sys
@@ -20,10 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from hermes_exp.errors import SandboxError
+from hermes_exp.sandbox.reaper import registry_dir
+
+
+RUN_ID = f"bench-{os.getpid()}"  # the factories' process records live under registry_dir(RUN_ID)
 
 
 def make_factory(backend: str, image: str) -> Any:
-    run_id = f"bench-{os.getpid()}"
+    run_id = RUN_ID
     if backend == "local":
         from hermes_exp.sandbox.local import LocalSandboxFactory
 
@@ -37,6 +42,12 @@ def make_factory(backend: str, image: str) -> Any:
 
         return DockerSandboxFactory(image=image, run_id=run_id)
     raise SystemExit(f"unknown backend {backend!r}: choose from local, bwrap, docker")
+
+
+def shut_down(factory: Any) -> None:
+    """The factory's shutdown, then what a run's watchdog does at its end: its records' folder goes."""
+    factory.shutdown()
+    shutil.rmtree(registry_dir(RUN_ID), ignore_errors=True)
 
 
 def time_backend(backend: str, n: int, image: str) -> dict[str, float]:
@@ -60,7 +71,7 @@ def time_backend(backend: str, n: int, image: str) -> dict[str, float]:
                 for name, value in zip(phases, (t1 - t0, t2 - t1, t3 - t2, t3 - t0)):
                     phases[name].append(value)
     finally:
-        factory.shutdown()
+        shut_down(factory)
     return {name: statistics.median(values) for name, values in phases.items()}
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_sandbox import make_factory  # noqa: E402
+from bench_sandbox import make_factory, shut_down  # noqa: E402
 
 from hermes_exp.errors import SandboxError  # noqa: E402
 from hermes_exp.verify.base import VerifyContext  # noqa: E402
@@ -71,7 +71,7 @@ def time_backend(backend: str, n: int, image: str, files: int) -> dict[str, Any]
                 else:
                     times["open+close"].append((t1 - t0) + (t4 - t3))
     finally:
-        factory.shutdown()
+        shut_down(factory)
     med = {k: statistics.median(v) for k, v in times.items()}
     return {**med, "archive_bytes": statistics.median(sizes)}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from hermes_exp.errors import SandboxError, ToolError
+from hermes_exp.sandbox.reaper import registry_dir
 from tests.sandbox.conftest import TARGETS, Backend, host_busybox
 
 KNOWN_FAILURES: dict[tuple[str, str], str] = {
@@ -161,6 +163,7 @@ def test_cleanup_after_sigint_of_runner(backend: Backend) -> None:
         proc.wait(timeout=20)
     finally:
         proc.kill()
+        shutil.rmtree(registry_dir(kwargs["run_id"]), ignore_errors=True)  # the runner's watchdog would
     assert not backend.exists(ident)
 
 
