@@ -87,3 +87,17 @@ def test_an_unknown_system_mode_is_refused_before_any_work(tmp_path: Path, mock_
     assert result.returncode == 2
     assert "outputs.sharegpt.system='chatml'" in result.stderr and "hermes, sent" in result.stderr
     assert not (tmp_path / "requests.jsonl").exists()
+
+
+def test_tool_texts_are_made_once_per_list_and_never_mixed_up() -> None:
+    """The export keeps one tool list's texts for every sample sent it (sharegpt.sent_tools): rows of
+    two lists, interleaved, each get their own, the same as made afresh."""
+    from hermes_exp.store.hermes_prompt import tool_signatures
+    from hermes_exp.store.sharegpt import sent_tools
+
+    lists = [TOOLS, TOOLS[:1], [{"type": "function", "function": {"name": "é", "parameters": {}}}]]
+    for n in range(9):
+        tools = lists[n % 3]
+        text, signatures = sent_tools({"tools": json.dumps(tools, ensure_ascii=False)}, {})
+        assert text == json.dumps(tools, ensure_ascii=False) and signatures == tool_signatures(tools)
+    assert sent_tools({"tools": json.dumps(TOOLS)}, {})[0] == json.dumps(TOOLS, ensure_ascii=False)  # as rows carry it

@@ -15,7 +15,7 @@ from hermes_exp.store.reasoning import native_reasoning
 from hermes_exp.errors import ConfigError
 from hermes_exp.store.atomic import atomic_writer
 from hermes_exp.store.ledger import Ledger
-from hermes_exp.store.sharegpt import offered_tools, system_mode
+from hermes_exp.store.sharegpt import sent_tools, system_mode
 from hermes_exp.tools.registry import Registry
 from hermes_exp.optional import require
 
@@ -78,7 +78,7 @@ def openai_record(row: dict[str, Any], result: dict[str, Any], model: str,
     toolsets = list(result.get("toolsets", []))
     return {
         "messages": [openai_message(m) for m in result.get("messages", [])],
-        "tools": json.dumps(offered_tools(row, result, registry), ensure_ascii=False),
+        "tools": sent_tools(row, result, registry)[0],
         "toolsets": toolsets,
         "prompt_index": row["prompt_index"],
         "metadata": {**extra, "key": row["key"], "batch_num": row["batch_num"], "model": model},

@@ -39,5 +39,10 @@ def tool_signatures(tools: list[dict[str, Any]]) -> str:
 def hermes_system(tools: list[dict[str, Any]], sent_system: str | None = None) -> str:
     """Hermes's system turn for these tools, then the system prompt really sent (without its
     ephemeral part) after a blank line, so the row also carries the instructions the model had."""
-    fixed = f"{_HEAD}<tools>\n{tool_signatures(tools)}\n</tools>\n{_TAIL}"
+    return signed_system(tool_signatures(tools), sent_system)
+
+
+def signed_system(signatures: str, sent_system: str | None = None) -> str:
+    """hermes_system for the `<tools>` body `tool_signatures` made."""
+    fixed = f"{_HEAD}<tools>\n{signatures}\n</tools>\n{_TAIL}"
     return f"{fixed}\n\n{sent_system}" if sent_system else fixed

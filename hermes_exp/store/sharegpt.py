@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from datetime import datetime, timezone
 from typing import Any
 
 from hermes_exp.store.reasoning import inline_reasoning, native_reasoning
 from hermes_exp.errors import ConfigError
-from hermes_exp.store.hermes_prompt import SYSTEM_MODES, hermes_system
+from hermes_exp.store.hermes_prompt import SYSTEM_MODES, signed_system, tool_signatures
 from hermes_exp.tools.registry import Registry
 
 
@@ -108,12 +109,28 @@ def offered_tools(row: dict[str, Any], result: dict[str, Any], registry: Registr
     return registry.schemas(list(result.get("toolsets", []))) if registry is not None else []
 
 
-def with_system(turns: list[dict[str, str]], tools: list[dict[str, Any]], mode: str) -> list[dict[str, str]]:
-    """The turns with the system turn of `mode` first (the sent one, or Hermes's with the tools)."""
+def sent_tools(row: dict[str, Any], result: dict[str, Any], registry: Registry | None = None) -> tuple[str, str]:
+    """The tool list sent to this sample as a row's `tools` JSON text, and its `<tools>` signatures;
+    made once per distinct list the ledger keeps (every sample of a toolset draw sends the same one)."""
+    if row.get("tools"):
+        return _list_texts(row["tools"])
+    tools = offered_tools(row, result, registry)
+    return json.dumps(tools, ensure_ascii=False), tool_signatures(tools)
+
+
+@lru_cache(maxsize=64)
+def _list_texts(kept: str) -> tuple[str, str]:
+    tools = json.loads(kept)
+    return json.dumps(tools, ensure_ascii=False), tool_signatures(tools)
+
+
+def with_system(turns: list[dict[str, str]], signatures: str, mode: str) -> list[dict[str, str]]:
+    """The turns with the system turn of `mode` first (the sent one, or Hermes's with the tools'
+    `tool_signatures`)."""
     if mode == "sent":
         return turns
     sent = turns[0]["value"] if turns and turns[0]["from"] == "system" else None
-    return [{"from": "system", "value": hermes_system(tools, sent)}, *(turns[1:] if sent is not None else turns)]
+    return [{"from": "system", "value": signed_system(signatures, sent)}, *(turns[1:] if sent is not None else turns)]
 
 
 def trajectory(row: dict[str, Any], result: dict[str, Any], task_row: dict[str, Any], model: str,
@@ -123,12 +140,12 @@ def trajectory(row: dict[str, Any], result: dict[str, Any], task_row: dict[str, 
     stats, errors = tool_stats(result.get("tool_calls", []), registry.known_tools)
     extra = {k: v for k, v in task_row.items() if k != "prompt"}
     timestamp = datetime.fromtimestamp(row["finished_at"], timezone.utc).isoformat(timespec="seconds")
-    tools = offered_tools(row, result, registry)
+    tools, signatures = sent_tools(row, result, registry)
     return {
         "prompt_index": row["prompt_index"],
-        "conversations": with_system(conversations(result.get("messages", [])), tools, system),
+        "conversations": with_system(conversations(result.get("messages", [])), signatures, system),
         # A JSON string, as in Hermes's published datasets: nested schemas differ between samples.
-        "tools": json.dumps(tools, ensure_ascii=False),
+        "tools": tools,
         "metadata": {**extra, "batch_num": row["batch_num"], "timestamp": timestamp, "model": model},
         "completed": bool(result.get("completed")),
         "partial": bool(result.get("partial")),
