@@ -12,7 +12,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from hermes_exp import snapshot
+from hermes_exp import secret_guard, snapshot
 from hermes_exp.errors import HermesExpError
 from hermes_exp.redact import Redactor
 
@@ -88,6 +88,11 @@ def main() -> None:
         register_resolvers()
         sys.exit(listing(config_dir(), [a for a in sys.argv[1:] if a not in flags]))
     register_resolvers()
+    try:  # before Hydra: a sweep writes its job directories (named by the overrides) and multirun.yaml first
+        secret_guard.check_overrides(sys.argv[1:])
+    except HermesExpError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
     started = time.time()
     _reap_status_files()
     fd, status_file = tempfile.mkstemp(prefix=f"{STATUS_PREFIX}{os.getpid()}-")

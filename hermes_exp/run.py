@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 
-from hermes_exp import compress, pilot, run_options, sweep_budget
+from hermes_exp import compress, pilot, run_options, secret_guard, sweep_budget
 from hermes_exp.dataset import Scan, Slot, Task, changed_since, open_dataset, stream_tasks
 from hermes_exp.inputs.harbor import check_sandbox
 from hermes_exp.errors import ConfigError, LedgerError
@@ -74,6 +74,7 @@ def run(settings: dict[str, Any], on_locked: Callable[[], None] | None = None) -
     """Run one experiment (or, with action=export, only re-filter and re-export); return the exit code.
     `on_locked` runs once this invocation holds the run directory (the CLI saves its config snapshot
     there: a refused second invocation must not overwrite the running one's)."""
+    secret_guard.check_settings(settings)  # a key typed into a config file: refused before it is saved
     if settings.get("action", "run") != "export":
         settings = mcp.with_discovered(settings)  # MCP servers' tools, listed once, before anything else
     check(settings)

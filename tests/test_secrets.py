@@ -97,3 +97,62 @@ def test_wiped_environ_block_still_reaches_child_processes(tmp_path: Path) -> No
     out = subprocess.run([sys.executable, "-c", script], env={"HX_SECRET": "s3cr3t-value", "PATH": "/usr/bin:/bin"},
                          capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "s3cr3t-value", "s3cr3t-value"]
+
+
+LITERAL = "sk-proj-hxFAKEliteral0123456789abcdef"  # shaped like an OpenAI key (made up)
+
+
+@pytest.mark.parametrize("override, says", [
+    (f"+model.api_key={LITERAL}", "model.api_key holds what looks like an API key"),
+    ("+model.api_key=plainword", "model.api_key holds a secret as a config value"),
+    (f"provider.api_key_env={LITERAL}", "provider.api_key_env holds what looks like an API key"),
+    ("provider.api_key_env=my-key-value", "provider.api_key_env must be the NAME of an environment variable"),
+    (f"+mcp.servers.gh.env.GITHUB_TOKEN=ghp_{'a1' * 18}", "mcp.servers.gh.env.GITHUB_TOKEN holds what looks like"),
+    ("+mcp.servers.gh.headers_env.Authorization='Bearer abcdefghijklmnopqrstu'", "holds what looks like an API key"),
+    (f"'+provider.headers={{Authorization: Bearer {LITERAL}}}'".strip("'"), "provider.headers.Authorization holds"),
+    (f"+hydra.job.env_set.OPENAI_API_KEY={LITERAL}", "hydra.job.env_set.OPENAI_API_KEY holds what looks like"),
+    (f"+model.api_key=a,{LITERAL}", "model.api_key holds"),  # a sweep's values, each
+])
+def test_a_secret_given_as_a_value_is_refused_and_never_shown(override: str, says: str) -> None:
+    from hermes_exp.errors import ConfigError
+    from hermes_exp.secret_guard import check_overrides
+
+    with pytest.raises(ConfigError) as err:
+        check_overrides(["-m", override])
+    assert says in err.value.message and "not shown" in err.value.message and "api_key_env" in err.value.hint
+    secret = override.split("=", 1)[1]
+    assert not any(part in str(err.value) for part in (LITERAL, "plainword", "my-key-value", "ghp_", "abcdefghijkl"))
+    assert secret not in str(err.value)
+
+
+@pytest.mark.parametrize("override", [
+    "provider.api_key_env=OPENAI_API_KEY", "+mcp.servers.gh.env.GITHUB_PERSONAL_ACCESS_TOKEN=GITHUB_TOKEN",
+    f"dataset.path=/data/{LITERAL}/rows.jsonl", f"+sandbox.env.HF_TOKEN=hf_{'x' * 34}",  # literal by design
+    "model.name=openai/gpt-4o", "~model.pricing", "model=sonnet,gpt4o", "max_turns=5",
+])
+def test_names_paths_and_ordinary_values_pass(override: str) -> None:
+    from hermes_exp.secret_guard import check_overrides
+
+    check_overrides([override])
+
+
+def test_a_key_on_the_command_line_is_never_saved_even_by_a_sweep(tmp_path: Path) -> None:
+    """Hydra names a sweep's job directories after the overrides and writes multirun.yaml before any job
+    runs: the command line is checked before Hydra starts. Nothing is written, exit 2."""
+    for args in ([f"+model.api_key={LITERAL}"], ["-m", f"+model.api_key={LITERAL}", "seed=0,1"]):
+        result = run_cli(tmp_path, "run_name=sk", *args)
+        assert result.returncode == 2 and "model.api_key holds" in result.stderr, result.stderr
+        assert LITERAL not in result.stderr + result.stdout
+    assert files_holding(tmp_path, LITERAL) == [] and not (tmp_path / "outputs").exists()
+    assert not (tmp_path / "multirun").exists()
+
+
+def test_a_key_in_a_config_file_is_refused_before_the_run_saves_anything(tmp_path: Path) -> None:
+    configs = tmp_path / "myconf" / "secrets"
+    configs.mkdir(parents=True)
+    (configs / "mine.yaml").write_text(f"# @package _global_\nprovider:\n  headers:\n    Authorization: Bearer {LITERAL}\n")
+    result = run_cli(tmp_path, "run_name=skf", f"hydra.searchpath=[file://{tmp_path / 'myconf'}]", "+secrets=mine")
+    assert result.returncode == 2 and "provider.headers.Authorization holds" in result.stderr, result.stderr
+    run_dir = tmp_path / "outputs" / "skf"
+    assert not (run_dir / "ledger.db").exists() and not (run_dir / ".hydra").exists()
+    assert files_holding(tmp_path / "outputs", LITERAL) == [] and LITERAL not in result.stderr
