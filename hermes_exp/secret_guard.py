@@ -4,8 +4,10 @@ would be saved: in the config snapshot, the ledger's identity, a sweep's job dir
 multirun.yaml. `+model.api_key=sk-...` is a habit from other tools; `provider.api_key_env=sk-...` is the
 key pasted where its variable's name goes. Each error names the key and never shows the value.
 
-Checked twice: the command line's overrides before Hydra starts (a sweep's directories and multirun.yaml
-are written before any job runs), and the composed settings at the start of each run (config files).
+Checked three times: the command line's overrides before Hydra starts (a sweep's directories and
+multirun.yaml are named and written before any job runs), a sweep's composed config before Hydra's sweeper
+saves it (`SweepGuard`, a Hydra callback: a key in a config file), and the settings at the start of
+each run (config files, single runs).
 `sandbox.env` is left alone: its values are meant literally (extra variables for tool commands)."""
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from typing import Any
+
+from hydra.experimental.callback import Callback  # Hydra's documented base: every other hook a no-op
 
 from hermes_exp.errors import ConfigError
 
@@ -48,6 +52,23 @@ def check_overrides(args: list[str]) -> None:
         values = list(override.sweep_iterator()) if override.is_sweep_override() else [override.value()]
         for value in values:
             check_value(override.key_or_group, value)
+
+
+class SweepGuard(Callback):
+    """Hydra callback (`hydra.callbacks.secret_guard`): a sweep's whole config, before multirun.yaml."""
+
+    def on_multirun_start(self, config: Any, **_: Any) -> None:
+        from omegaconf import OmegaConf
+
+        settings = OmegaConf.to_container(config, resolve=False)
+        settings.pop("hydra", None)
+        try:
+            check_settings(settings)
+        except ConfigError as exc:  # Hydra would print a traceback of its own callback machinery
+            import sys
+
+            print(f"error: {exc}", file=sys.stderr)
+            raise SystemExit(exc.exit_code) from None
 
 
 def check_settings(settings: dict[str, Any]) -> None:

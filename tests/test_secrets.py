@@ -147,12 +147,17 @@ def test_a_key_on_the_command_line_is_never_saved_even_by_a_sweep(tmp_path: Path
     assert not (tmp_path / "multirun").exists()
 
 
-def test_a_key_in_a_config_file_is_refused_before_the_run_saves_anything(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sweep", [False, True])
+def test_a_key_in_a_config_file_is_refused_before_the_run_saves_anything(tmp_path: Path, sweep: bool) -> None:
+    """In a single run, at the start of the run; in a sweep, before Hydra's sweeper saves multirun.yaml."""
     configs = tmp_path / "myconf" / "secrets"
     configs.mkdir(parents=True)
     (configs / "mine.yaml").write_text(f"# @package _global_\nprovider:\n  headers:\n    Authorization: Bearer {LITERAL}\n")
-    result = run_cli(tmp_path, "run_name=skf", f"hydra.searchpath=[file://{tmp_path / 'myconf'}]", "+secrets=mine")
+    args = ["run_name=skf", f"hydra.searchpath=[file://{tmp_path / 'myconf'}]", "+secrets=mine"]
+    result = run_cli(tmp_path, *(["-m", *args, "seed=0,1"] if sweep else args))
     assert result.returncode == 2 and "provider.headers.Authorization holds" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and LITERAL not in result.stderr
     run_dir = tmp_path / "outputs" / "skf"
     assert not (run_dir / "ledger.db").exists() and not (run_dir / ".hydra").exists()
-    assert files_holding(tmp_path / "outputs", LITERAL) == [] and LITERAL not in result.stderr
+    assert not (run_dir / "multirun.yaml").exists()
+    assert not (tmp_path / "outputs").exists() or files_holding(tmp_path / "outputs", LITERAL) == []
