@@ -117,6 +117,22 @@ def test_bad_rows_are_named_by_file_and_line_or_row(tmp_path: Path) -> None:
     assert len(_keys({"path": str(tmp_path / "bin.parquet"), "columns": ["prompt"]})) == 1
 
 
+@pytest.mark.parametrize("broken, says", [
+    ('"never closed,1\nrow4,2\nrow5,3\n', "unexpected end of data"),  # would swallow every later line
+    ('"closed"then more,1\nrow4,2\n', "',' expected after '\"'"),   # would become "closedthen more"
+])
+def test_a_quote_that_breaks_the_csv_is_refused_at_its_line(tmp_path: Path, broken: str, says: str) -> None:
+    """A quoted cell never closed made the rest of the file one cell (one giant prompt: every later row
+    lost, silently). Now the file is refused at the line the broken cell starts, even with skip_invalid."""
+    data = tmp_path / "q.csv"
+    data.write_text('prompt,level\n"two\nlines",0\n' + broken, encoding="utf-8")
+    for skip in (False, True):
+        with pytest.raises(DatasetError) as err:
+            scan(open_dataset(str(data)), IDENTITY, skip, None)
+        assert f"{data}:4: not readable as CSV from this line on ({says})" in str(err.value)
+        assert "close the quoted cell" in err.value.hint
+
+
 def test_source_level_errors_say_what_to_do(tmp_path: Path) -> None:
     paths = write_all(tmp_path, _rows(12))
     with pytest.raises(DatasetError, match=r"(?s)splits \['train', 'test'\].*dataset.split=valid.*one of: train, test"):

@@ -25,7 +25,10 @@ class CsvSource:
         csv.field_size_limit(1 << 30)  # a long prompt is one cell; the default 128 KiB is too small
         try:
             with self._path.open("r", encoding="utf-8-sig", errors="strict", newline="") as fh:
-                reader = csv.reader(fh, delimiter=self.delimiter)
+                # strict: a quote opened and never closed is an error, not a cell that swallows every
+                # later line of the file (silently: the rest of the dataset would become one prompt)
+                reader = csv.reader(fh, delimiter=self.delimiter, strict=True)
+                line = 0
                 header = next(reader, None)
                 if header is None:
                     return
@@ -41,8 +44,9 @@ class CsvSource:
             raise DatasetError(f"{self.path} is not UTF-8 text ({exc.reason} at byte {exc.start})",
                                "save the CSV as UTF-8") from exc
         except csv.Error as exc:
-            raise DatasetError(f"{self.path}: not readable as CSV ({exc})",
-                               "check the file's quoting, or convert it to JSONL or Parquet") from exc
+            raise DatasetError(f"{self.path}:{line + 1}: not readable as CSV from this line on ({exc})",
+                               "close the quoted cell that starts there (a quote inside a quoted cell is written "
+                               "twice: \"\"), or convert the file to JSONL or Parquet") from exc
 
     def _check_header(self, header: list[str]) -> None:
         doubled = sorted({h for h in header if header.count(h) > 1})
