@@ -36,7 +36,8 @@ def run_group(
     """Run `argv` in its own session; on timeout kill the whole group. Output goes through a temp
     file, so a flood of output costs no memory and never deadlocks a pipe; past `spool_limit` bytes
     the command is killed, so it costs no more than that on disk either."""
-    with tempfile.TemporaryFile(buffering=0) as out:  # read once, in large reads: no 8 KB buffer per command
+    out = spool()  # a descriptor, read once in preads: no file object or buffer per command
+    try:
         proc = subprocess.Popen(
             list(argv), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             start_new_session=True, preexec_fn=preexec, close_fds=True,
@@ -45,13 +46,15 @@ def run_group(
         if live is not None:
             live.add(proc.pid)  # so closing the sandbox from another thread can kill the group
         try:
-            stop = _wait(proc, out.fileno(), timeout, spool_limit)
+            stop = _wait(proc, out, timeout, spool_limit)
         finally:
             kill_group(proc.pid)
             proc.wait()
             if live is not None:
                 live.discard(proc.pid)
-        text, truncated = read_bounded(out, output_limit)
+        text, truncated = read_spool(out, output_limit)
+    finally:
+        os.close(out)
     timed_out = stop == "timeout"
     code = proc.returncode if not timed_out else 124
     if timed_out:
@@ -109,14 +112,34 @@ def kill_group(pid: int) -> None:
         pass
 
 
+def spool() -> int:
+    """A new file for a command's output, unlinked from the start, as a descriptor: what
+    tempfile.TemporaryFile opens (an O_TMPFILE in the temp dir, 0600), without its file object."""
+    try:
+        return os.open(tempfile.gettempdir(), os.O_RDWR | os.O_TMPFILE | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except (AttributeError, OSError):  # no O_TMPFILE here (not Linux, a file system without it)
+        with tempfile.TemporaryFile(buffering=0) as fh:
+            return os.dup(fh.fileno())
+
+
+def read_spool(fd: int, limit: int) -> tuple[str, bool]:
+    """read_bounded for a descriptor, in preads."""
+    return _head_tail(os.fstat(fd).st_size, lambda n, at: os.pread(fd, n, at), limit)
+
+
 def read_bounded(fh, limit: int) -> tuple[str, bool]:
     """Read the head and tail of a file of any size, within `limit` characters."""
-    size = fh.seek(0, os.SEEK_END)
-    fh.seek(0)
+    def read_at(n: int, at: int) -> bytes:
+        fh.seek(at)
+        return fh.read(n)
+
+    return _head_tail(fh.seek(0, os.SEEK_END), read_at, limit)
+
+
+def _head_tail(size: int, read_at: Callable[[int, int], bytes], limit: int) -> tuple[str, bool]:
     if size <= limit * 4:
-        return truncate(fh.read().decode("utf-8", "replace"), limit)
+        return truncate(read_at(size, 0).decode("utf-8", "replace"), limit)
     head_n = limit * 2 // 3
-    head = fh.read(head_n).decode("utf-8", "replace")
-    fh.seek(size - (limit - head_n))
-    tail = fh.read().decode("utf-8", "replace")
+    head = read_at(head_n, 0).decode("utf-8", "replace")
+    tail = read_at(limit - head_n, size - (limit - head_n)).decode("utf-8", "replace")
     return head + TRUNCATION_MARKER.format(dropped=size - head_n - (limit - head_n)) + tail, True

@@ -9,6 +9,7 @@ import shutil
 import tempfile
 import threading
 import uuid
+import weakref
 from pathlib import Path
 from typing import Protocol
 
@@ -27,7 +28,9 @@ class TaskDirs:
         self.keep = keep
         # Without a run id, a unique one: the reaper must never match another run's directories.
         self.run_id = re.sub(r"[^A-Za-z0-9_.-]", "_", run_id or f"hx-{uuid.uuid4().hex[:12]}")[:40]
-        self._live: set[Closable] = set()
+        # open boxes, held by their sessions: one a session let go of (closed) leaves on its own, so
+        # opening is O(1) however many sessions run (it rebuilt the set of them on every open)
+        self._live: weakref.WeakSet[Closable] = weakref.WeakSet()
         self._lock = threading.Lock()
 
     @property
@@ -59,14 +62,14 @@ class TaskDirs:
 
     def track(self, box: Closable) -> None:
         with self._lock:
-            self._live = {b for b in self._live if not b.closed} | {box}
+            self._live.add(box)
 
     def close_all(self) -> None:
         """At the end of a run: close every sandbox still open here (tasks cut short by an interrupt),
         then remove this run's directories that other processes left (a processes/dask executor's
         workers, killed on Ctrl-C before they could clean up). Safe to call twice."""
         with self._lock:
-            live, self._live = self._live, set()
+            live, self._live = list(self._live), weakref.WeakSet()
         for box in live:
             if not box.closed:
                 box.close()
