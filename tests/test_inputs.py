@@ -117,6 +117,18 @@ def test_bad_rows_are_named_by_file_and_line_or_row(tmp_path: Path) -> None:
     assert len(_keys({"path": str(tmp_path / "bin.parquet"), "columns": ["prompt"]})) == 1
 
 
+def test_a_jsonl_file_that_starts_with_a_byte_order_mark_reads_as_without_it(tmp_path: Path) -> None:
+    """Notepad and PowerShell's Out-File write a UTF-8 BOM first: the first row was an invalid line."""
+    rows = b'{"prompt": "first"}\n{"prompt": "second"}\n'
+    plain, marked, inner = tmp_path / "plain.jsonl", tmp_path / "bom.jsonl", tmp_path / "inner.jsonl"
+    plain.write_bytes(rows)
+    marked.write_bytes(b"\xef\xbb\xbf" + rows)
+    assert _keys({"path": str(marked)}) == _keys({"path": str(plain)}) and len(_keys({"path": str(plain)})) == 2
+    inner.write_bytes(b'{"prompt": "first"}\n\xef\xbb\xbf{"prompt": "second"}\n')  # only the file's start
+    with pytest.raises(DatasetError, match=f"{inner}:2: not valid JSON"):
+        _keys({"path": str(inner)})
+
+
 @pytest.mark.parametrize("broken, says", [
     ('"never closed,1\nrow4,2\nrow5,3\n', "unexpected end of data"),  # would swallow every later line
     ('"closed"then more,1\nrow4,2\n', "',' expected after '\"'"),   # would become "closedthen more"

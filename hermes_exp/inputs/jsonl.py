@@ -1,6 +1,7 @@
 """JSONL: one JSON object per line, read line by line, in binary: a line ends at b"\\n" only (a lone
 carriage return inside a line is JSON whitespace, not a line break), and a line that is not UTF-8 is
-one invalid line, reported with its byte offset, not the end of the whole file."""
+one invalid line, reported with its byte offset, not the end of the whole file. A UTF-8 byte order mark
+at the start of the file is skipped (the row's key is the same as without it)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from pathlib import Path
 from hermes_exp.errors import DatasetError
 from hermes_exp.inputs.base import Record
 from hermes_exp.inputs.fields import BadValue, normalise
+
+
+BOM = b"\xef\xbb\xbf"  # UTF-8's byte order mark, at the start of the file only
 
 
 class JsonlSource:
@@ -29,6 +33,8 @@ class JsonlSource:
         with fh:
             offset = 0
             for index, raw in enumerate(fh):
+                if index == 0 and raw.startswith(BOM):  # Windows tools (Notepad, PowerShell) start with one
+                    raw, offset = raw[len(BOM):], len(BOM)
                 if raw.strip():
                     yield self._record(index, offset, raw)
                 offset += len(raw)
