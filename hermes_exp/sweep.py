@@ -33,6 +33,7 @@ def finish(status_text: str, since: float = 0.0) -> int:
     sweep's cost projection when its jobs ran as pilots (pilot=K) in this command (started at `since`)."""
     codes: list[int] = []
     sweeps: dict[str, list[Path]] = {}
+    not_run: dict[str, dict[str, int]] = {}  # sweep dir -> job (its directory's name) -> exit code
     for line in status_text.splitlines():
         if not line.strip():
             continue
@@ -40,20 +41,23 @@ def finish(status_text: str, since: float = 0.0) -> int:
         codes.append(int(code))
         if sweep_dir and run_dir and (Path(run_dir) / "statistics.json").is_file():
             sweeps.setdefault(sweep_dir, []).append(Path(run_dir))
-    for sweep_dir, jobs in sweeps.items():
-        _summarise(Path(sweep_dir), sorted(set(jobs)))
+        elif sweep_dir and run_dir:  # refused before it ran (a missing key, a bad value): listed, not lost
+            not_run.setdefault(sweep_dir, {})[Path(run_dir).name] = int(code)
+    for sweep_dir in sorted(set(sweeps) | set(not_run)):
+        jobs = sorted(set(sweeps.get(sweep_dir, [])))
+        _summarise(Path(sweep_dir), jobs, not_run.get(sweep_dir, {}))
         from hermes_exp.pilot import sweep_total
 
-        total = sweep_total(sorted(set(jobs)), since)
+        total = sweep_total(jobs, since) if jobs else None
         if total:
             print(total, file=sys.stderr)
     return max(codes, default=0)
 
 
-def _summarise(sweep_dir: Path, jobs: list[Path]) -> None:
+def _summarise(sweep_dir: Path, jobs: list[Path], not_run: dict[str, int]) -> None:
     from hermes_exp.report.summary import summary
 
     try:
-        print("\n" + summary(sweep_dir, jobs), file=sys.stderr)
+        print("\n" + summary(sweep_dir, jobs, not_run), file=sys.stderr)
     except (OSError, ValueError, KeyError) as exc:  # a summary must never change what the jobs did
         log.warning("could not write the sweep summary of %s: %s", sweep_dir, exc)

@@ -57,3 +57,17 @@ def test_a_two_model_sweep_writes_its_summary(tmp_path: Path, mock_server) -> No
     empty = subprocess.run([sys.executable, "-m", "hermes_exp.report", "--summary", str(tmp_path / "nothing")],
                            capture_output=True, text=True, timeout=120)
     assert empty.returncode == 2 and "no finished runs" in empty.stderr
+
+
+def test_a_job_refused_before_it_ran_is_named_under_the_table(tmp_path: Path, mock_server) -> None:
+    """A sweep whose second job lacks its API key: the table holds one job, and says which did not run
+    (it said "(1 job)" and nothing else: a two-model comparison silently became one)."""
+    data = write_dataset(tmp_path / "p.jsonl", [{"prompt": "Summary task"}])
+    env = {"HX_NO_KEY": ""}
+    result = run_cli(tmp_path, "-m", "provider.api_key_env=null,HX_NO_KEY", f"dataset.path={data}", "run_name=nr",
+                     f"model.base_url={mock_server.base_url}", env=env)
+    assert result.returncode == 2, result.stderr
+    assert "did not run: provider.api_key_env=HX_NO_KEY (exit 2" in result.stderr
+    summary = json.loads((tmp_path / "outputs" / "nr" / "summary.json").read_text())
+    assert [j["job"] for j in summary["jobs"]] == ["provider.api_key_env=null"]
+    assert summary["not_run"] == [{"job": "provider.api_key_env=HX_NO_KEY", "exit_code": 2}]

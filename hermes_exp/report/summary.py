@@ -104,10 +104,14 @@ def _flat(rows: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
     return names, flat
 
 
-def write(folder: Path, rows: list[dict[str, Any]]) -> tuple[Path, Path]:
-    """summary.json and summary.csv in `folder`, written atomically."""
+def write(folder: Path, rows: list[dict[str, Any]], not_run: dict[str, int] | None = None) -> tuple[Path, Path]:
+    """summary.json and summary.csv in `folder`, written atomically. `not_run`: jobs of this sweep that
+    ended before they had statistics (job -> exit code), in summary.json only."""
+    content: dict[str, Any] = {"folder": str(folder), "jobs": rows}
+    if not_run:
+        content["not_run"] = [{"job": job, "exit_code": code} for job, code in sorted(not_run.items())]
     with atomic_writer(folder / "summary.json") as out:
-        out.write(json.dumps({"folder": str(folder), "jobs": rows}, indent=2) + "\n")
+        out.write(json.dumps(content, indent=2) + "\n")
     names, flat = _flat(rows)
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=names, lineterminator="\n")
@@ -152,9 +156,12 @@ def table(rows: list[dict[str, Any]], title: str) -> str:
     return console.file.getvalue()
 
 
-def summary(folder: Path, jobs: list[Path] | None = None) -> str:
-    """Summarise `jobs` (default: every run in `folder`), write the files, return the table."""
+def summary(folder: Path, jobs: list[Path] | None = None, not_run: dict[str, int] | None = None) -> str:
+    """Summarise `jobs` (default: every run in `folder`), write the files, return the table; jobs that
+    did not run (job -> exit code) are named under it, so a table of fewer jobs than swept says why."""
     rows = summarize(jobs if jobs is not None else find_jobs(folder))
-    json_path, csv_path = write(folder, rows)
-    return table(rows, f"{folder} ({len(rows)} job{'s' if len(rows) != 1 else ''})") + \
+    json_path, csv_path = write(folder, rows, not_run)
+    missing = "".join(f"  did not run: {job} (exit {code}; its error is printed above)\n"
+                      for job, code in sorted((not_run or {}).items()))
+    return table(rows, f"{folder} ({len(rows)} job{'s' if len(rows) != 1 else ''})") + missing + \
         f"  summary: {json_path}\n           {csv_path}\n"
