@@ -125,6 +125,19 @@ def test_rows_choose_images_missing_image_fails_only_its_tasks(tmp_path: Path, e
     assert not containers_of(engine, run_id(tmp_path, "images")), "containers outlived the run"
 
 
+def test_a_missing_sandbox_image_fails_the_run_before_any_task(tmp_path: Path, engine: Any, reap) -> None:
+    """Every row without an image of its own runs in sandbox.image: when the engine has it not and cannot
+    pull it, the run stops at its preflight (it used to fail every task one by one as class sandbox)."""
+    reap.append(run_id(tmp_path, "noimage"))
+    missing = f"hermes-exp-test/missing-{uuid.uuid4().hex[:8]}:latest"
+    data = write_dataset(tmp_path / "p.jsonl", [{"prompt": f"RUN: echo {i}\nSay {i}"} for i in range(3)])
+    result = run_cli(tmp_path, *docker_args(data, "noimage"), f"sandbox.image={missing}", "sandbox.pull_timeout=5")
+    assert result.returncode == 2, result.stderr
+    assert f"sandbox.image: docker image '{missing}' is not available" in result.stderr
+    assert "sandbox.image=<another>" in result.stderr
+    assert ledger_rows(tmp_path / "outputs" / "noimage") == []  # not one task started (or failed)
+
+
 def test_sigkilled_run_leaves_containers_that_the_rerun_reaps(tmp_path: Path, engine: Any, reap) -> None:
     n = 24
     data = write_dataset(tmp_path / "p.jsonl", [{"prompt": f"RUN: sleep 1\nKill me {i}"} for i in range(n)])

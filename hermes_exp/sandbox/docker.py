@@ -57,11 +57,18 @@ class DockerSandboxFactory:
             if o["remove_in_background"] else None
 
     def preflight(self, rows_images: set[str] | None = None, default_image: bool = True) -> None:
-        """Fail once if the engine is unreachable; reap this run's leftovers; warm the images (a
-        missing image is only logged here: the tasks naming it fail one by one); sandbox.image too
-        unless no row runs in it (`default_image=False`)."""
+        """Fail once if the engine is unreachable; reap this run's leftovers; warm the images. A row's
+        missing image is only logged here (the tasks naming it fail one by one, at once: the answer is
+        cached); sandbox.image, unless no row runs in it (`default_image=False`), fails the run: every
+        task without an image of its own would fail on it."""
         self._api()
-        for image in sorted(set(rows_images or ()) | ({self.image} if default_image else set())):
+        if default_image:
+            try:
+                self._images.ensure(self.image)
+            except SandboxError as exc:
+                raise SandboxError(f"sandbox.image: {exc.message}", "build or load it (`docker build`, `docker load`; "
+                                   "`docker images` lists what the engine has), or set sandbox.image=<another>") from exc
+        for image in sorted(set(rows_images or ()) - {self.image}):
             try:
                 self._images.ensure(image)
             except SandboxError as exc:
