@@ -1,5 +1,6 @@
-"""The parent's run-wide stops: the budget is reached, or calls keep failing authentication. It stops
-dispatching, keeps count of what the run spent, and ends the run with one message saying how to go on."""
+"""The parent's run-wide stops: the budget is reached, or calls keep failing authentication or finding no
+such model (404). It stops dispatching, keeps count of what the run spent, and ends the run with one
+message saying how to go on."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from hermes_exp.errors import RunStopped
 from hermes_exp.stops import RunStop
 
 T = TypeVar("T")
+STREAK_STOPS = (RunStop.AUTH, RunStop.NOT_FOUND)  # causes that stop the run after auth_threshold in a row
 
 
 class RunGuard:
@@ -24,7 +26,8 @@ class RunGuard:
         self.spent = spent
         self.auth_threshold = RetryPolicy.from_config(settings["model"].get("retry")).stop_after_auth_failures
         self.stopped: RunStop | None = None
-        self._auth_streak = 0
+        self._streak = 0
+        self._streak_cause: str | None = None
         self._last_error = ""
         self._limiters: dict[str, tuple[int, int]] = {}  # worker process -> (concurrency, 429s seen)
 
@@ -43,9 +46,12 @@ class RunGuard:
         spent = float(result.get("spent_usd") or 0.0)
         self.spent += spent
         cause = result.get("stop_run") if result.get("state") == "error" else None
-        self._auth_streak = self._auth_streak + 1 if cause == RunStop.AUTH else 0
-        if cause == RunStop.AUTH and self._auth_streak >= self.auth_threshold:
-            self._stop(RunStop.AUTH, result.get("error", ""))
+        # the same answer for every task (wrong key, wrong model name): a few in a row stop the run
+        self._streak = self._streak + 1 if cause in STREAK_STOPS and cause == self._streak_cause else \
+            int(cause in STREAK_STOPS)
+        self._streak_cause = cause
+        if cause in STREAK_STOPS and self._streak >= self.auth_threshold:
+            self._stop(cause, result.get("error", ""))
         if cause == RunStop.SWEEP_BUDGET:
             self._stop(RunStop.SWEEP_BUDGET, result.get("error", ""))
         if cause == RunStop.BUDGET or (self.limit is not None and self.spent >= self.limit):
@@ -83,6 +89,13 @@ class RunGuard:
                 f"{self._last_error}",
                 f"check the API key in ${provider.get('api_key_env') or '(no key configured)'} and that it may "
                 "use this model; finished tasks are saved and the same command resumes")
+        if self.stopped == RunStop.NOT_FOUND:
+            model, url = self.settings["model"], self.settings["provider"].get("base_url")
+            raise RunStopped(
+                f"stopped early: {self.auth_threshold} model calls in a row answered HTTP 404: no model "
+                f"{model['name']!r} at {model.get('base_url') or url} (or no such path); last error: {self._last_error}",
+                "check model.name against the provider's model list, and model.base_url / provider.base_url (an "
+                "OpenAI-compatible server's usually ends in /v1); finished tasks are saved and the same command resumes")
         if self.stopped == RunStop.SWEEP_BUDGET:
             limit = (self.settings.get("budget") or {}).get("sweep_max_cost_usd")
             raise RunStopped(

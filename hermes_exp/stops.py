@@ -25,5 +25,6 @@ class RunStop(StrEnum):
     """Why the parent stops dispatching (ProviderError.stop_run, guard.RunGuard.stopped)."""
 
     AUTH = "auth"  # model calls keep failing authentication
+    NOT_FOUND = "not_found"  # model calls keep answering 404: no such model (or path) at the endpoint
     BUDGET = "budget"  # budget.max_cost_usd reached
     SWEEP_BUDGET = "sweep_budget"  # budget.sweep_max_cost_usd reached by the sweep's jobs together

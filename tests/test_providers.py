@@ -195,7 +195,7 @@ def test_non_transient_failures_fail_fast(tmp_path: Path, status: str) -> None:
         with pytest.raises(ProviderError, match=f"HTTP {status}") as info:
             ask(client_for(server, *FAST_RETRY))
         assert server.request_count == 1 and not info.value.transient
-    assert info.value.stop_run == ("auth" if status in ("401", "403") else None)
+    assert info.value.stop_run == {"401": "auth", "403": "auth", "404": "not_found"}.get(status)
 
 
 def test_retries_are_bounded_in_attempts_and_in_time(tmp_path: Path) -> None:
@@ -223,6 +223,23 @@ def test_auth_failures_stop_the_run_early_with_one_message(tmp_path: Path) -> No
     assert fixed.returncode == 0, fixed.stderr  # the same command with the right key finishes every task
     stats = json.loads((tmp_path / "outputs" / "auth" / "statistics.json").read_text())
     assert stats["kept"] == 20 and stats["failed"] == 0
+
+
+def test_a_model_name_the_endpoint_does_not_know_stops_the_run_early(tmp_path: Path) -> None:
+    """OpenAI, vLLM and Ollama answer 404 to a wrong model name: every task would fail the same way, one
+    by one. Three in a row stop the run with one message; the same command with the name fixed resumes."""
+    data = write_dataset(tmp_path / "p.jsonl", [{"prompt": f"task {i}"} for i in range(20)])
+    args = [f"dataset.path={data}", "run_name=nf", "num_workers=2"]
+    with MockServer(record_path=str(tmp_path / "r.jsonl"), faults={"always": "404"}) as server:
+        result = run_cli(tmp_path, f"model.base_url={server.base_url}", *args, "model.name=gpt-4oo")
+        assert server.request_count <= 6, server.request_count  # not the 20 of the dataset
+    assert result.returncode == 4, result.stderr
+    assert "stopped early: 3 model calls in a row answered HTTP 404: no model 'gpt-4oo' at" in result.stderr
+    assert "fix: check model.name" in result.stderr
+    with MockServer() as server:
+        fixed = run_cli(tmp_path, f"model.base_url={server.base_url}", *args, "model.name=gpt-4oo")
+    assert fixed.returncode == 0, fixed.stderr
+    assert json.loads((tmp_path / "outputs" / "nf" / "statistics.json").read_text())["kept"] == 20
 
 
 # -- rate limiting -------------------------------------------------------------------------------

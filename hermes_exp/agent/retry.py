@@ -1,5 +1,6 @@
 """When a failed model call is worth retrying, how long to wait first, when to give up, and the
-circuit that stops a run whose calls keep failing authentication. No HTTP client in here."""
+circuit that stops a run whose calls keep failing authentication or finding no such model. No HTTP
+client in here."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from hermes_exp.stops import RunStop
 TRANSIENT_STATUS = frozenset({408, 409, 425, 429})
 # Statuses that mean "this key may not call this model": retrying cannot help, and neither can the next task.
 AUTH_STATUS = frozenset({401, 402, 403})
+# "No such model (or path) here" (OpenAI, vLLM, Ollama answer a wrong model name so): the same for every task.
+NOT_FOUND_STATUS = frozenset({404})
 
 
 @dataclass(frozen=True)
@@ -35,14 +38,21 @@ class Failure:
         return self.status in AUTH_STATUS
 
     @property
+    def run_stop(self) -> RunStop | None:
+        """The run-wide cause this failure means when calls keep getting it (the same for every task)."""
+        if self.auth:
+            return RunStop.AUTH
+        return RunStop.NOT_FOUND if self.status in NOT_FOUND_STATUS else None
+
+    @property
     def rate_limited(self) -> bool:
         return self.status == 429
 
     def error(self, attempts: int) -> ProviderError:
         """The task's error once we stop trying. An authentication failure is not retried in this run
         (nothing changes until the key does) but stays class `provider`, which a re-run retries."""
-        if self.auth:
-            error = ProviderError(self.message, transient=False, stop_run=RunStop.AUTH)
+        if self.run_stop is not None:
+            error = ProviderError(self.message, transient=False, stop_run=self.run_stop)
         elif self.transient:
             error = ProviderError(f"{self.message} (gave up after {attempts} attempts)", transient=True)
         else:
@@ -106,26 +116,30 @@ def upstream_failure(payload: dict[str, Any] | None) -> Failure | None:
 
 
 class AuthCircuit:
-    """Opens after `threshold` authentication failures in a row, so a run with a wrong key stops after
-    a few calls instead of failing every task of the dataset. Any successful call closes it."""
+    """Opens after `threshold` failures in a row that every call would get alike (authentication, or no
+    such model: `Failure.run_stop`), so a run with a wrong key or model name stops after a few calls
+    instead of failing every task of the dataset. Any successful call closes it."""
+
+    WHAT = {RunStop.AUTH: "failed authentication", RunStop.NOT_FOUND: "answered HTTP 404 (no such model or path)"}
 
     def __init__(self, threshold: int) -> None:
         self.threshold = threshold
         self._streak = 0
+        self._cause: RunStop | None = None
         self._last = ""
         self._lock = threading.Lock()
 
     def check(self) -> None:
         """Raise instead of calling when the circuit is open."""
         with self._lock:
-            if self._streak >= self.threshold:
-                raise ProviderError(f"not sent: {self._streak} calls in a row failed authentication "
-                                    f"(last: {self._last})", transient=False, stop_run=RunStop.AUTH)
+            if self._cause is not None and self._streak >= self.threshold:
+                raise ProviderError(f"not sent: {self._streak} calls in a row {self.WHAT[self._cause]} "
+                                    f"(last: {self._last})", transient=False, stop_run=self._cause)
 
     def record(self, failure: Failure | None) -> None:
         with self._lock:
-            if failure is None:
-                self._streak = 0
-            elif failure.auth:
-                self._streak += 1
-                self._last = failure.message
+            if failure is None:  # a success; another failure (a 5xx, a timeout) leaves the streak as it is
+                self._streak, self._cause = 0, None
+            elif failure.run_stop is not None:
+                self._streak = self._streak + 1 if failure.run_stop == self._cause else 1
+                self._cause, self._last = failure.run_stop, failure.message
