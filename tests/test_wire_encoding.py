@@ -101,3 +101,38 @@ def test_the_agent_loop_forgets_its_conversation_when_it_ends(mock_server, tmp_p
         sandbox.close()
     assert out.completed and out.api_calls > 1
     assert not vars(encode._last)  # the session thread keeps nothing of the conversation it ran
+
+
+def test_a_draws_tool_list_is_one_object_serialised_once_for_every_thread_and_never_mixed_up() -> None:
+    """Registry.schemas gives every task of a draw the same list, and agent/encode.py serialises each
+    list once for all threads: bodies stay those of whole serialisation, for any list, in any thread,
+    after the shared cache has started again, and after a list is dropped and a new one built."""
+    import threading
+
+    from hermes_exp.agent import encode as enc
+    from hermes_exp.tools.files import FileTool
+    from hermes_exp.tools.registry import Registry, Toolset
+    from hermes_exp.tools.terminal import Terminal
+
+    registry = Registry([Toolset("terminal", tools={"terminal": Terminal()}),
+                         Toolset("file", tools={"read_file": FileTool("read_file")})])
+    both = registry.schemas(["terminal", "file"])
+    assert registry.schemas(["terminal", "file"]) is both and registry.schemas(("terminal", "file")) is both
+    assert [t["function"]["name"] for t in both] == ["terminal", "read_file"]
+    assert [t["function"]["name"] for t in registry.schemas(["file"])] == ["read_file"]
+    registry.add(Toolset("more", tools={"write_file": FileTool("write_file")}))  # a new toolset: lists made again
+    assert registry.schemas(["terminal", "file"]) is not both and registry.schemas(["terminal", "file"]) == both
+
+    def check(tools: list, failures: list) -> None:
+        body = {"model": "m", "messages": [{"role": "user", "content": "hé"}], "tools": tools}
+        if enc.encode(body) != (whole(body), estimate_whole(body)):
+            failures.append(tools)
+
+    failures: list = []
+    lists = [registry.schemas(["terminal"]), both, registry.schemas(["file"]), TOOLS]
+    threads = [threading.Thread(target=lambda: [check(t, failures) for t in lists * 5]) for _ in range(8)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    for n in range(3 * enc._MAX_TOOL_LISTS):  # fresh lists, each dropped after its call: addresses come back
+        check([{**TOOLS[0], "function": {**TOOLS[0]["function"], "name": f"tool{n}"}}], failures)
+    assert not failures

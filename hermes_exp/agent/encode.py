@@ -15,11 +15,18 @@ from typing import Any
 from hermes_exp.cost import text_sizes, tokens_from_sizes
 
 _last = threading.local()  # the pieces of this thread's last body
+# Tool lists' pieces, shared by every thread: a run sends one list per toolset draw (tools.registry),
+# the same object to every session, so each is serialised once per run, not once per task and thread.
+_TOOL_LISTS: dict[int, "_Piece"] = {}
+_MAX_TOOL_LISTS = 64  # other callers' lists: past this many, the cache starts again
 
 
 def dumps(value: Any) -> str:
     """Compact JSON, as the SDK serialises a request body."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+_NO_TOOLS: list[dict[str, Any]] = []
 
 
 class _Piece:
@@ -37,13 +44,23 @@ def _piece(value: Any, previous: _Piece | None) -> _Piece:
     return previous if previous is not None and previous.value is value else _Piece(value)
 
 
+def _tool_list(value: list[dict[str, Any]]) -> _Piece:
+    piece = _TOOL_LISTS.get(id(value))
+    if piece is None or piece.value is not value:  # the piece holds its list: its id is not reused meanwhile
+        piece = _Piece(value)
+        if len(_TOOL_LISTS) >= _MAX_TOOL_LISTS:
+            _TOOL_LISTS.clear()
+        _TOOL_LISTS[id(value)] = piece
+    return piece
+
+
 def encode(body: dict[str, Any]) -> tuple[bytes, int]:
     """(the body as compact JSON, the estimated prompt tokens of its messages and tools)."""
     before = getattr(_last, "messages", ())
     messages = body.get("messages") or []
     pieces = [_piece(m, before[i] if i < len(before) else None) for i, m in enumerate(messages)]
-    tools = _piece(body.get("tools") or [], getattr(_last, "tools", None))
-    _last.messages, _last.tools = pieces, tools
+    tools = _tool_list(body.get("tools") or _NO_TOOLS)
+    _last.messages = pieces
     members = []
     for key, value in body.items():
         if key == "messages":

@@ -55,6 +55,7 @@ class Registry:
         self.toolsets: dict[str, Toolset] = {}
         self._tools: dict[str, Tool] = {}
         self._origin: dict[str, tuple[str, Any]] = {}
+        self._lists: dict[tuple[str, ...], list[dict[str, Any]]] = {}  # schemas() per draw
         for toolset in toolsets:
             self.add(toolset)
 
@@ -87,15 +88,22 @@ class Registry:
             self._origin.setdefault(name, (toolset.name, spec))
             self._tools.setdefault(name, tool)
         self.toolsets[toolset.name] = toolset
+        self._lists.clear()
 
     @property
     def known_tools(self) -> list[str]:
         return list(self._tools)
 
     def schemas(self, toolsets: Iterable[str]) -> list[dict[str, Any]]:
-        """The OpenAI `tools` list for these toolsets, in a stable order, each tool once."""
-        names = dict.fromkeys(n for ts in toolsets if ts in self.toolsets for n in self.toolsets[ts].tools)
-        return [{"type": "function", "function": self._tools[n].schema} for n in names]
+        """The OpenAI `tools` list for these toolsets, in a stable order, each tool once: one list per
+        draw, the same object for every task of that draw (read, never changed, by its users), so a
+        run's sessions share it and its serialisation (agent/encode.py)."""
+        draw = tuple(toolsets)
+        tools = self._lists.get(draw)
+        if tools is None:
+            names = dict.fromkeys(n for ts in draw if ts in self.toolsets for n in self.toolsets[ts].tools)
+            tools = self._lists[draw] = [{"type": "function", "function": self._tools[n].schema} for n in names]
+        return tools
 
     def call(self, ctx: ToolContext, name: str, raw_args: str | None, offered: list[str]) -> tuple[str, bool]:
         """Run one tool call; return the JSON string the model sees and whether the call was valid.
