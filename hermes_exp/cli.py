@@ -43,7 +43,9 @@ def _job(cfg: DictConfig) -> None:
     from hermes_exp.settings import to_plain
 
     try:
-        _report_status(run(to_plain(cfg), on_locked=lambda: snapshot.save(cfg)))
+        settings = to_plain(cfg)
+        _check_added_keys(settings)
+        _report_status(run(settings, on_locked=lambda: snapshot.save(cfg)))
     except HermesExpError as exc:
         redact = Redactor.from_env(OmegaConf.to_container(cfg, resolve=False))
         print(f"error: {redact(str(exc))}", file=sys.stderr)
@@ -51,6 +53,17 @@ def _job(cfg: DictConfig) -> None:
     except KeyboardInterrupt:
         print("interrupted before any task ran; nothing was changed", file=sys.stderr)
         _report_status(130)
+
+
+def _check_added_keys(settings: dict) -> None:
+    """A `+key=value` that is a typo of an existing key (Hydra suggests `+` for a misspelt key)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from hermes_exp import added_keys
+
+    hydra_cfg = HydraConfig.get()
+    groups = {choice.split("@")[0] for choice in hydra_cfg.runtime.choices}  # the user's own groups too
+    added_keys.check(settings, list(hydra_cfg.overrides.task), groups)
 
 
 def _report_status(code: int) -> None:
