@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import gc
 import os
+import shutil
 import time
 from pathlib import Path
 
 from hermes_exp.sandbox.local import LocalSandboxFactory
+from hermes_exp.sandbox.reaper import registry_dir
 from tests.sandbox.test_background import marker_sleep, running
 
 
@@ -20,7 +22,15 @@ def _gone(pids_of, marker: str, seconds: float = 5.0) -> bool:
 
 
 def test_shutdown_closes_open_boxes_among_closed_ones_and_cleans_up_after_dropped_ones(tmp_path: Path) -> None:
-    factory = LocalSandboxFactory(run_id=f"taskdirs-{os.getpid()}", root=str(tmp_path))
+    run_id = f"taskdirs-{os.getpid()}"
+    factory = LocalSandboxFactory(run_id=run_id, root=str(tmp_path))
+    try:
+        _open_drop_and_shut(factory, tmp_path)
+    finally:
+        shutil.rmtree(registry_dir(run_id), ignore_errors=True)  # the records' folder, as a run's watchdog does
+
+
+def _open_drop_and_shut(factory: LocalSandboxFactory, tmp_path: Path) -> None:
     closed = [factory.open(f"v1:closed{i}", {}) for i in range(20)]
     held = factory.open("v1:held", {})
     dropped = factory.open("v1:dropped", {})  # open, and let go of without a close (a bug's path)
