@@ -130,6 +130,8 @@ class Selected:
         self.path, self.unit = source.path, source.unit
         self.order: dict[int, bytes] = {}
         self.ids_seen: set[str] = set()
+        self.fields_seen: set[str] = set()  # of the rows dropped: a `where` on a field no row has says so
+        self.values_seen: dict[str, set[str]] = {}  # `where` field -> some of the values the rows have
         self.kept = self.dropped = 0
 
     def rows(self) -> Iterator[Record]:
@@ -142,6 +144,12 @@ class Selected:
             if record.row is not None:
                 if not self.selection.keeps(record.row):
                     self.dropped += 1
+                    if len(self.fields_seen) < 200:
+                        self.fields_seen.update(record.row)
+                    for name in self.selection.where:
+                        seen = self.values_seen.setdefault(name, set())
+                        if name in record.row and len(seen) < 21:
+                            seen.add(_text(record.row[name]))
                     continue
                 self.kept += 1
                 if self.selection.ids is not None:
@@ -165,14 +173,23 @@ def scan_selected(source: Source, selection: Selection, identity: str, skip_inva
     except DatasetError:
         if selected.kept or not selected.dropped:
             raise
+        absent = sorted(set(selected.selection.where) - selected.fields_seen)
+        why = f"; no row has the field{'s' if len(absent) > 1 else ''} {', '.join(map(repr, absent))} (the rows' " \
+              f"fields: {', '.join(sorted(selected.fields_seen)[:20])})" if absent else "".join(
+              f"; the rows' values of {name}: {_some(values)}" for name, values in selected.values_seen.items() if values)
         raise DatasetError(f"the selection keeps none of the {selected.dropped} valid rows of {source.path} "
-                           f"({_describe(selected.selection)})", "check dataset.where / dataset.ids_file") from None
+                           f"({_describe(selected.selection)}{why})", "check dataset.where / dataset.ids_file") from None
     found.indexed = cut(selected, found.indexed)
     found.source = source  # the dataset itself, not the selection's view of it
     if not found.indexed:
         raise DatasetError(f"the selection picks no rows of {source.path} ({_describe(selected.selection)})",
                            "check dataset.slice against the number of rows selected")
     return found
+
+
+def _some(values: set[str]) -> str:
+    listed = sorted(values)[:20]
+    return ", ".join(map(repr, listed)) + (", ..." if len(values) > 20 else "")
 
 
 def _describe(sel: Selection) -> str:

@@ -64,8 +64,12 @@ def test_bad_selections_say_what_to_write(tmp_path: Path) -> None:
         _pick(data, ids_file=str(tmp_path / "missing.txt"))
     with pytest.raises(ConfigError, match="dataset.shuffle"):
         _pick(data, shuffle="yes")
-    with pytest.raises(DatasetError, match="keeps none of the 6 valid rows.*where topic"):
+    with pytest.raises(DatasetError, match="keeps none of the 6 valid rows.*where topic") as err:
         _pick(data, where={"topic": "nope"})
+    assert "the rows' values of topic: 't0', 't1', 't2'" in str(err.value)  # what there is to pick
+    with pytest.raises(DatasetError) as err:  # a field no row has (a typo): named, with the fields there are
+        _pick(data, where={"topc": "math"})
+    assert "no row has the field 'topc' (the rows' fields: " in str(err.value) and "topic" in str(err.value)
     with pytest.raises(DatasetError, match="picks no rows.*slice 10:"):
         _pick(data, slice="10:")
 
