@@ -83,6 +83,7 @@ def run(settings: dict[str, Any], on_locked: Callable[[], None] | None = None) -
     chosen_formats(settings)  # a typo in outputs.formats must not surface after hours of work
     compress.check(settings)
     selection_mode(settings)
+    filters_mod.warn_if_nothing_verifies(settings)
     run_dir = Path(settings["run_dir"]).resolve()
     action = settings.get("action", "run")
     if action not in ACTIONS:

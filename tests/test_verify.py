@@ -372,3 +372,14 @@ def test_a_judge_model_given_in_part_is_refused_before_any_work(tmp_path: Path, 
     for needle in needles:
         assert needle in result.stderr
     assert not (tmp_path / "outputs" / "jm" / "ledger.db").exists()
+
+
+def test_filters_verified_without_a_verifier_warns_before_the_run_pays(tmp_path: Path, mock_server) -> None:
+    data = write_dataset(tmp_path / "v.jsonl", [{"prompt": "ANSWER: 4", "expected": "4"}])
+    args = [f"dataset.path={data}", "sandbox=local", "filters=verified", f"model.base_url={mock_server.base_url}"]
+    bare = run_cli(tmp_path, *args, "run_name=fv")
+    assert bare.returncode == 0, bare.stderr
+    assert "filters.rules: Verified), and verifier=none" in bare.stderr and "filtered as not_verified" in bare.stderr
+    assert json.loads((tmp_path / "outputs" / "fv" / "statistics.json").read_text())["filtered"] == 1
+    scored = run_cli(tmp_path, *args, "run_name=fa", "verifier=answer")
+    assert scored.returncode == 0 and "verifier=none" not in scored.stderr, scored.stderr

@@ -4,13 +4,14 @@ Each returns None to keep the sample or a short reason to drop it. Config lists 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
-
 
 from hermes_exp.store.reasoning import has_reasoning
 from hermes_exp.instantiation import construct
 
+log = logging.getLogger(__name__)
 Filter = Callable[[dict[str, Any]], "str | None"]
 
 
@@ -74,6 +75,18 @@ class Verified:
         if score.get("passed"):
             return None
         return "not_passed" if score.get("passed") is False else "not_verified"
+
+
+def warn_if_nothing_verifies(settings: dict[str, Any]) -> None:
+    """filters=verified with verifier=none keeps only rows that name their own verifier: said once at
+    start-up, before the run pays for samples that will all be filtered as not_verified."""
+    rules = (settings.get("filters") or {}).get("rules") or []
+    verified = any(str((r or {}).get("_target_", "")).rsplit(".", 1)[-1] == "Verified" for r in rules)
+    if verified and str((settings.get("verifier") or {}).get("kind", "none")) == "none":
+        log.warning("the filters keep only samples a verifier passed (filters.rules: Verified), and verifier=none: "
+                    "only rows that name their own \"verifier\" can be kept, every other sample is filtered as "
+                    "not_verified. Choose a verifier (verifier=answer|checks|command|judge) or filters=default; "
+                    "`action=export filters=default` re-exports finished samples without a model call")
 
 
 def build(filters_cfg: dict[str, Any] | None) -> list[Filter]:
