@@ -13,6 +13,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from hermes_exp import secret_guard, snapshot
+from hermes_exp.compose_once import composed_once
 from hermes_exp.errors import HermesExpError
 from hermes_exp.redact import Redactor
 
@@ -112,7 +113,8 @@ def main() -> None:
     os.close(fd)
     os.environ[STATUS_ENV] = status_file
     try:
-        hydra.main(version_base=None, config_path=str(config_dir()), config_name="config")(_job)()
+        with composed_once():
+            hydra.main(version_base=None, config_path=str(config_dir()), config_name="config")(_job)()
         from hermes_exp.sweep import finish
 
         code = finish(Path(status_file).read_text(), since=started)
