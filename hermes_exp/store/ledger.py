@@ -12,11 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from hermes_exp.store.lean import sqlite_utils
-
 from hermes_exp.errors import LedgerError
 from hermes_exp.store import migrations
 from hermes_exp.store.health import damaged, is_disk_full, storage_error
+from hermes_exp.store.lazydb import Database
 from hermes_exp.store.views import create_views
 
 FINAL_STATES = ("done", "filtered")
@@ -28,7 +27,9 @@ class Ledger:
         self.path = path
         # One connection shared by the parent's threads (joblib dispatches from callback threads);
         # every write holds the lock, so the parent stays the single, serialized writer.
-        self.db = sqlite_utils.Database(sqlite3.connect(path, check_same_thread=False))
+        # sqlite-utils' Database, made on the first write: opening and reading a current ledger use
+        # sqlite3 only (a settled run's no-op never imports sqlite-utils; store/lazydb.py).
+        self.db = Database(sqlite3.connect(path, check_same_thread=False))
         self.lock = threading.RLock()
         try:
             self.db.execute("PRAGMA journal_mode=WAL")
@@ -62,7 +63,9 @@ class Ledger:
         """Bind this run directory to one experiment, or refuse a different one."""
         existing = self.meta("identity")
         if existing in (None, identity):  # (re)written: a ledger from before kept never-saved prompts here
-            self.set_meta({"identity": identity, "identity_config": json.dumps(identity_config, sort_keys=True)})
+            config = json.dumps(identity_config, sort_keys=True)
+            if existing is None or self.meta("identity_config") != config:
+                self.set_meta({"identity": identity, "identity_config": config})
             return
         if existing != identity:
             old = json.loads(self.meta("identity_config") or "{}")

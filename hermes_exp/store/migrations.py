@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from hermes_exp.store.lean import sqlite_utils
+if TYPE_CHECKING:  # imported by the ledger when it first writes (store/lazydb.py)
+    import sqlite_utils
 
-Migration = Callable[[sqlite_utils.Database], None]
+Migration = Callable[["sqlite_utils.Database"], None]
 MIGRATIONS: list[tuple[str, Migration]] = []
 
 
@@ -121,10 +123,14 @@ DERIVED = "key >= 'derived:' AND key < 'derived;'"  # the meta keys that start w
 
 
 def apply(db: sqlite_utils.Database) -> list[str]:
-    """Apply pending migrations, each in its own transaction; return the names applied."""
-    if "_migrations" not in db.table_names():
+    """Apply pending migrations, each in its own transaction; return the names applied. A current
+    ledger is only read (plain SELECTs: no sqlite-utils needed to open it)."""
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    done = {row[0] for row in db.execute("SELECT name FROM _migrations")} if "_migrations" in tables else set()
+    if all(name in done for name, _ in MIGRATIONS):
+        return []
+    if "_migrations" not in tables:
         db["_migrations"].create({"name": str, "applied_at": float}, pk="name")
-    done = {row["name"] for row in db["_migrations"].rows}
     applied = []
     for name, fn in MIGRATIONS:
         if name in done:

@@ -5,7 +5,10 @@ copied, so views are always current and cost nothing to keep. `create_views` is 
 
 from __future__ import annotations
 
-from hermes_exp.store.lean import sqlite_utils
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 # An assistant message carries reasoning natively or inline; mirrors hermes_exp.store.reasoning.
 _HAS_REASONING = """(
