@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +35,31 @@ def load_options(settings: dict[str, Any], conf_dir: Path) -> dict[str, dict[str
     options: dict[str, dict[str, Any]] = {}
     # Interpolations such as ${model} resolve against the run's settings: each option in turn is set as
     # `verifier` of one copy of them (a copy per option was most of a no-op invocation's config work).
-    root = OmegaConf.create({k: v for k, v in settings.items() if k != "verifier"})
-    for path in sorted((conf_dir / "verifier").glob("*.yaml")):
+    paths = sorted((conf_dir / "verifier").glob("*.yaml"))
+    root = OmegaConf.create(_reachable(settings, [path.read_text(encoding="utf-8") for path in paths]))
+    for path in paths:
         root.verifier = OmegaConf.load(path)
         options[path.stem] = OmegaConf.to_container(root.verifier, resolve=True)
     options[str(chosen.get("kind", NONE))] = copy.deepcopy(chosen)
     return options
+
+
+SIMPLE_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:\.[A-Za-z0-9_]+)*\}")
+
+
+def _reachable(settings: dict[str, Any], texts: Any) -> dict[str, Any]:
+    """The settings the options' interpolations can reach (all but `verifier`, which each option is): only
+    the keys named when every interpolation is a plain ${key.path} and what those keys hold has none of
+    its own (building the whole tree was most of this function's time); else all of them."""
+    everything = {k: v for k, v in settings.items() if k != "verifier"}
+    named: set[str] = set()
+    for text in texts:
+        found = SIMPLE_REFERENCE.findall(text)
+        if len(found) != text.count("${"):
+            return everything
+        named.update(found)
+    chosen = {k: everything[k] for k in named if k in everything}
+    return everything if "${" in json.dumps(chosen, default=str) else chosen
 
 
 def effective(options: dict[str, dict[str, Any]], chosen: str, row: dict[str, Any]) -> dict[str, Any] | None:
