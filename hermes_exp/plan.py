@@ -10,6 +10,7 @@ from hermes_exp import pilot
 from hermes_exp.dataset import Scan, Slot
 from hermes_exp.errors import ConfigError
 from hermes_exp.scan_cache import ScanCache
+from hermes_exp.store import planning
 from hermes_exp.store.ledger import Ledger
 
 VERIFIER = "verifier"  # a failed verification: re-verified by every invocation, the agent never re-run
@@ -115,14 +116,14 @@ def _settled(ledger: Ledger, identity: str | None) -> dict[str, Any] | None:
 
 def _plan(ledger: Ledger, found: Scan, selection: Any, wanted: dict[str, Any], k: int | None) -> Plan:
     """Bring the ledger in line with the scanned dataset (row positions, task count, selection) and
-    say what this invocation runs."""
-    ledger.reindex(found.indexed)
-    ledger.set_meta({"dataset_tasks": str(len(found.indexed))})
-    states = ledger.states()
-    gone = outside(found.indexed, states)
-    ledger.set_selection([entry[1] for entry in found.indexed] if selection.narrows or gone else None)
-    todo = pending(found.indexed, states, wanted)
+    say what this invocation runs: pending / to_reverify / outside's rules, joined in SQLite."""
+    with planning.scanned(ledger, found.indexed):
+        planning.reindex(ledger)
+        ledger.set_meta({"dataset_tasks": str(len(found.indexed))})
+        gone = planning.outside(ledger)
+        ledger.set_selection([entry[1] for entry in found.indexed] if selection.narrows or gone else None)
+        todo = planning.pending(ledger, wanted, VERIFIER)
+        again = planning.to_reverify(ledger, VERIFIER)
     chosen = [entry[1] for entry in pilot.spread(found.indexed, k)] if k else []
     todo = pilot.restrict(todo, set(chosen)) if k else todo
-    again = {slot.key for slot in to_reverify(found.indexed, states)} - {slot.key for slot in todo}
-    return Plan(todo, again, chosen, gone, len(found.indexed))
+    return Plan(todo, again - {slot.key for slot in todo}, chosen, gone, len(found.indexed))
