@@ -14,6 +14,7 @@ from typing import Any
 
 from hermes_exp.compress import store
 from hermes_exp.compress.config import CompressSettings, digest
+from hermes_exp.compress.gate import check, wanted  # noqa: F401 - also this module's
 from hermes_exp.compress.plan import Region, assemble, plan
 from hermes_exp.compress.summarise import summarise
 from hermes_exp.compress.tokens import Counter, load_counter
@@ -26,16 +27,6 @@ from hermes_exp.tools.registry import Registry
 COMPRESSED_FILE = "trajectories.compressed.jsonl"
 METRICS_FILE = "compression_metrics.json"
 USAGE_KEYS = ("api_calls", "prompt_tokens", "completion_tokens", "cost_usd")
-
-
-def wanted(settings: dict[str, Any]) -> bool:
-    return bool((settings.get("outputs") or {}).get("compress")) or settings.get("action") == "compress"
-
-
-def check(settings: dict[str, Any]) -> None:
-    """Bad compression settings or a missing tokenizer stop the run before any work."""
-    if wanted(settings):
-        load_counter(CompressSettings.from_settings(settings).tokenizer)
 
 
 def _rows(ledger: Ledger, settings: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
