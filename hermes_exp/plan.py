@@ -3,6 +3,7 @@ according to the user's resume intent (continue, retry error classes, redo filte
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -101,7 +102,16 @@ def plan_invocation(ledger: Ledger, cache: ScanCache, found: Scan, scan: Callabl
     if identity and not k and not plan.todo and not plan.again:
         ledger.set_derived(SETTLED, {"scan": identity, "selection": ledger.meta("selection"), "gone": plan.gone,
                                      "tasks": plan.total})
-    return found, plan
+    return _to_run(found, plan.todo), plan
+
+
+def _to_run(found: Scan, todo: list[Slot]) -> Scan:
+    """The scan cut to the tasks this invocation runs, in dataset order: the other tasks' keys and spool
+    offsets (~0.3 KB per task) are not held through the run and its export."""
+    keys = {slot.key for slot in todo}
+    indexed = [slot for slot in found.indexed if slot.key in keys]
+    rows = {slot.index for slot in indexed}
+    return dataclasses.replace(found, indexed=indexed, offsets={i: at for i, at in found.offsets.items() if i in rows})
 
 
 def _settled(ledger: Ledger, identity: str | None) -> dict[str, Any] | None:
