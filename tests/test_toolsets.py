@@ -87,3 +87,12 @@ def test_a_real_model_run_uses_the_configured_search_backend(tmp_path: Path, moc
         identity = json.loads(db.execute("SELECT value FROM meta WHERE key = 'identity_config'").fetchone()[0])
     assert "url" not in json.dumps(identity["toolsets"]["web"]["tools"]["web_search"]["backends"]["searxng"])
     assert request_count(tmp_path / "requests.jsonl") == 2
+
+
+def test_tools_that_miss_the_same_thing_say_it_once() -> None:
+    from hermes_exp.tools.readiness import _grouped
+
+    need = "needs the `playwright` package: pip install 'hermes-exp[browser]'"
+    assert _grouped({"a": need, "b": need}, 2) == [f"all its tools: {need}"]
+    assert _grouped({"a": need, "b": need, "c": "no key"}, 4) == [f"a, b: {need}", "c: no key"]
+    assert _grouped({"a": need}, 3) == [f"a: {need}"]

@@ -37,10 +37,20 @@ def problems(registry: Registry, toolsets: dict[str, float], mock: bool) -> dict
             found[name] = [f"no such toolset is defined (known: {', '.join(registry.toolsets)}); add "
                            f"conf/toolset/{name}.yaml and +toolset@toolsets.{name}={name}"]
             continue
-        why = [f"{tool}: {reason}" for tool, t in toolset.tools.items() if (reason := t.missing(mock))]
+        why = _grouped({tool: reason for tool, t in toolset.tools.items() if (reason := t.missing(mock))},
+                       len(toolset.tools))
         if why:
             found[name] = why
     return found
+
+
+def _grouped(reasons: dict[str, str], tools: int) -> list[str]:
+    """One line per reason (10 browser tools that all need playwright say so once)."""
+    by_reason: dict[str, list[str]] = {}
+    for tool, reason in reasons.items():
+        by_reason.setdefault(reason, []).append(tool)
+    return [f"{'all its tools' if len(names) == tools > 1 else ', '.join(names)}: {reason}"
+            for reason, names in by_reason.items()]
 
 
 def drawable(settings: dict[str, Any], registry: Registry, warn: bool = False) -> dict[str, float]:
