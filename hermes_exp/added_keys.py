@@ -19,8 +19,13 @@ CUTOFF = 0.8  # difflib's similarity: one wrong, missing or swapped letter in a 
 def check(settings: dict[str, Any], overrides: Iterable[str], groups: set[str]) -> None:
     """`overrides`: the job's task overrides as given (`+a.b=v`, `key=v`, ...); `groups`: the config
     group names, whose `+group=option` adds an option, not a key."""
-    added = [o[1:].split("=", 1) for o in overrides if o.startswith("+") and not o.startswith("++") and "=" in o]
-    added = [(key, value) for key, value in added if "@" not in key and "/" not in key and key not in groups]
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import OverrideType
+
+    parsed = OverridesParser.create().parse_overrides(list(overrides))  # Hydra parsed them already: no error
+    added = [(o.key_or_group, o.get_value_element_as_str()) for o in parsed
+             if o.type == OverrideType.ADD and o.package is None and "/" not in o.key_or_group
+             and o.key_or_group not in groups]  # `+group=option` and `+group@pkg=option` add an option
     paths = {key for key, _ in added}
     for key, value in added:
         parts = key.split(".")
