@@ -13,7 +13,7 @@ from urllib.parse import urljoin
 
 from hermes_exp.errors import ToolError
 from hermes_exp.sandbox.base import truncate
-from hermes_exp.tools import browser_vision
+from hermes_exp.tools import browser_settings, browser_vision
 from hermes_exp.tools.base import text_arg
 from hermes_exp.tools.browser_runtime import Chromium, UrlPolicy
 from hermes_exp.tools.browser_schemas import SCHEMAS
@@ -247,20 +247,11 @@ class BrowserTool:
         if name not in SCHEMAS:
             raise ValueError(f"unknown browser tool {name!r}; known: {', '.join(SCHEMAS)}")
         self.schema = SCHEMAS[name]
-        conf = dict(settings or {})
-        self._launch = {"executable_path": str(conf.pop("executable_path", "/usr/bin/chromium")),
-                        "headless": bool(conf.pop("headless", True)), "args": conf.pop("args", None),
-                        "launch_timeout": float(conf.pop("launch_timeout", 60))}
-        self._policy = {"allowed": conf.pop("allowed_urls", None), "denied": conf.pop("denied_urls", None),
-                        "block_private": bool(conf.pop("block_private", True))}
-        self._session = {"action_timeout": float(conf.pop("action_timeout", 10)),
-                         "navigation_timeout": float(conf.pop("navigation_timeout", 30)),
-                         "max_snapshot_chars": int(conf.pop("max_snapshot_chars", 15000))}
+        parsed = browser_settings.parse(settings)
+        self._launch, self._policy, self._session = parsed.launch, parsed.policy, parsed.session
         from hermes_exp.tools.vision import VisionAnalyze
 
-        self._vision = VisionAnalyze(model=conf.pop("vision_model", None))  # browser_vision's model
-        if conf:
-            raise ValueError(f"unknown browser settings {sorted(conf)}; see conf/toolset/browser.yaml")
+        self._vision = VisionAnalyze(model=parsed.vision_model)  # browser_vision's model
 
     def missing(self, mock: bool) -> str | None:
         try:
