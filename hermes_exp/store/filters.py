@@ -80,8 +80,7 @@ class Verified:
 def warn_if_nothing_verifies(settings: dict[str, Any]) -> None:
     """filters=verified with verifier=none keeps only rows that name their own verifier: said once at
     start-up, before the run pays for samples that will all be filtered as not_verified."""
-    rules = (settings.get("filters") or {}).get("rules") or []
-    verified = any(str((r or {}).get("_target_", "")).rsplit(".", 1)[-1] == "Verified" for r in rules)
+    verified = any(isinstance(rule, Verified) for rule in build(settings.get("filters")))
     if verified and str((settings.get("verifier") or {}).get("kind", "none")) == "none":
         log.warning("the filters keep only samples a verifier passed (filters.rules: Verified), and verifier=none: "
                     "only rows that name their own \"verifier\" can be kept, every other sample is filtered as "
