@@ -256,8 +256,10 @@ def test_429_storm_loses_no_task_and_lowers_concurrency(tmp_path: Path) -> None:
     records = read_jsonl(tmp_path / "r.jsonl")
     assert sum(r["status"] == 429 for r in records) > 0
     in_flight = [r["in_flight"] for r in records]
-    early, late = max(in_flight[:10]), max(in_flight[len(in_flight) // 2:])
-    assert early > 4 and late <= 4 and late < early
+    early, late = max(in_flight[:10]), sorted(in_flight[len(in_flight) // 2:])
+    # The second half's typical concurrency, not its one highest moment: on a loaded machine a request
+    # the limiter let go can still be counted in flight by the mock a moment later (once 5 of 4).
+    assert early > 4 and late[len(late) // 2] <= 3 and late[-1] < early, (early, late)
 
 
 def test_limiter_cuts_on_429_once_per_cooldown_and_grows_back_slowly() -> None:
