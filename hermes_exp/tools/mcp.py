@@ -7,8 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from hermes_exp.errors import ConfigError, ToolError
-from hermes_exp.tools.aloop import LoopThread
-from hermes_exp.tools.mcp_client import Connection, ServerSpec, tool_name
+from hermes_exp.tools.mcp_spec import ServerSpec, tool_name
+
+# The live part (tools/mcp_client.py: asyncio, ssl, the SDK) is imported by what starts a server: a run
+# without MCP servers, a settled run and the config checks read only the plain settings.
 
 
 def server_specs(settings: dict[str, Any]) -> list[ServerSpec]:
@@ -25,6 +27,9 @@ def discover(settings: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     specs = server_specs(settings)
     if not specs:
         return {}
+    from hermes_exp.tools.aloop import LoopThread
+    from hermes_exp.tools.mcp_client import Connection
+
     loop = LoopThread("hx-mcp-discovery")
     found: dict[str, list[dict[str, Any]]] = {}
     try:
@@ -58,6 +63,9 @@ class McpTool:
         return f"MCP server {self.spec.name!r} needs environment variable(s) {', '.join(names)}" if names else None
 
     def __call__(self, ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
+        from hermes_exp.tools.aloop import LoopThread
+        from hermes_exp.tools.mcp_client import Connection
+
         loop = ctx.resources.get("mcp:loop", lambda: LoopThread("hx-mcp"), LoopThread.stop)
         owner, key = (ctx.task if self.spec.per_task else ctx.resources), f"mcp:{self.spec.name}"
         connection = owner.get(key, lambda: Connection(self.spec, loop).start(), Connection.stop)

@@ -1,22 +1,19 @@
-"""One MCP server as config says (`mcp.servers.<name>`): a stdio `command` + `args` + `env` (values are the
-NAMES of environment variables), or a streamable-HTTP `url` + `headers` (+ `headers_env`, names again),
-and a live session with it through the official `mcp` SDK, kept open on a LoopThread until stopped."""
+"""A live session with one MCP server (tools/mcp_spec.py: what config says of it) through the official
+`mcp` SDK, kept open on a LoopThread until stopped."""
 
 from __future__ import annotations
 
 import asyncio
 import os
-import re
 import tempfile
-from dataclasses import dataclass, field
 from typing import Any
 
-from hermes_exp.config_section import Section
 from hermes_exp.errors import ConfigError, ToolError
 from hermes_exp.tools.aloop import LoopThread
+from hermes_exp.tools.mcp_spec import ServerSpec, tool_name
 
+__all__ = ["Connection", "ServerSpec", "tool_name"]
 INSTALL_HINT = "pip install 'hermes-exp[mcp]' (the official MCP SDK)"
-_KEYS = {"command", "args", "env", "cwd", "url", "headers", "headers_env", "per_task", "timeout", "startup_timeout"}
 
 
 def _sdk() -> Any:
@@ -28,56 +25,6 @@ def _sdk() -> Any:
     except ImportError as exc:
         raise ConfigError("mcp.servers needs the `mcp` package (version 2)", INSTALL_HINT) from exc
     return mcp, StdioServerParameters, stdio_client, streamable_http_client, create_mcp_http_client
-
-
-@dataclass(frozen=True)
-class ServerSpec:
-    name: str
-    command: str | None = None
-    args: tuple[str, ...] = ()
-    env: dict[str, str] = field(default_factory=dict)  # variable in the server -> variable of the runner
-    cwd: str | None = None
-    url: str | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    headers_env: dict[str, str] = field(default_factory=dict)  # header -> variable holding its value
-    per_task: bool = False
-    timeout: float = 60.0
-    startup_timeout: float = 30.0
-
-    @classmethod
-    def from_config(cls, name: str, conf: Any) -> ServerSpec:
-        key = f"mcp.servers.{name}"
-        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", name):
-            raise ConfigError(f"{key}: a server name must be letters, digits, '_' or '-' (it names a toolset)",
-                              f"rename it, e.g. mcp.servers.{re.sub(r'[^A-Za-z0-9_]', '_', name) or 'server'}")
-        if not isinstance(conf, dict) or bool(conf.get("command")) == bool(conf.get("url")):
-            raise ConfigError(f"{key} needs exactly one of `command` (stdio) or `url` (streamable HTTP)",
-                              f"e.g. {key}.command=npx {key}.args=[-y,@modelcontextprotocol/server-everything]")
-        section = Section(key, conf).only(_KEYS, f"valid keys: {', '.join(sorted(_KEYS))}")
-        section.flag("per_task", nullable=True)
-        if conf.get("url") and conf.get("per_task"):
-            raise ConfigError(f"{key}.per_task applies to stdio servers only", f"remove {key}.per_task")
-        strs = lambda v: {str(k): str(x) for k, x in (v or {}).items()}  # noqa: E731
-        return cls(name, conf.get("command"), tuple(str(a) for a in conf.get("args") or ()), strs(conf.get("env")),
-                   conf.get("cwd"), conf.get("url"), strs(conf.get("headers")), strs(conf.get("headers_env")),
-                   bool(conf.get("per_task")), float(section.number("timeout", 60, positive=True)),
-                   float(section.number("startup_timeout", 30, positive=True)))
-
-    def missing_variables(self) -> list[str]:
-        return sorted(v for v in {**self.env, **self.headers_env}.values() if v not in os.environ)
-
-    def check(self) -> None:
-        """Fail before any work if a variable the server needs is not set."""
-        names = self.missing_variables()
-        if names:
-            raise ConfigError(f"MCP server {self.name!r} needs environment variable(s) {', '.join(names)}",
-                              f"export {names[0]}=... (mcp.servers.{self.name} names the variables, never values)")
-
-
-def tool_name(server: str, tool: str) -> str:
-    """Hermes's naming of MCP tools: mcp_<server>_<tool>, anything but [A-Za-z0-9_] as '_'."""
-    clean = lambda s: re.sub(r"[^A-Za-z0-9_]", "_", s)  # noqa: E731
-    return f"mcp_{clean(server)}_{clean(tool)}"
 
 
 class Connection:
