@@ -89,7 +89,7 @@ def plan_invocation(ledger: Ledger, cache: ScanCache, found: Scan, scan: Callabl
     found nothing to run, and the cached scan is the one it saw, that verdict holds without reading
     either again."""
     if found.spool is None:
-        memo = None if k else _settled(ledger, cache.identity())
+        memo = None if k else settled_verdict(ledger, cache.identity())
         if memo is not None:
             return found, Plan([], set(), [], memo["gone"], memo["tasks"])
         found = cache.load() or scan()
@@ -114,9 +114,9 @@ def _to_run(found: Scan, todo: list[Slot]) -> Scan:
     return dataclasses.replace(found, indexed=indexed, offsets={i: at for i, at in found.offsets.items() if i in rows})
 
 
-def _settled(ledger: Ledger, identity: str | None) -> dict[str, Any] | None:
+def settled_verdict(ledger: Any, identity: str | None) -> dict[str, Any] | None:
     """The last settled plan's verdict, when it was made from this cached scan and selection and no
-    task row was written since."""
+    task row was written since. `ledger`: what reads its meta rows (`meta`, `derived`)."""
     memo = ledger.derived(SETTLED)
     if not isinstance(memo, dict) or not identity:
         return None

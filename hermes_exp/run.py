@@ -20,20 +20,19 @@ from typing import Any
 
 
 from hermes_exp import compress, pilot, run_options, secret_guard, sweep_budget
-from hermes_exp.dataset import Scan, Slot, Task, changed_since, open_dataset, stream_tasks
-from hermes_exp.inputs.harbor import check_sandbox
+from hermes_exp.dataset import Scan, Slot, Task, changed_since, stream_tasks
 from hermes_exp.errors import ConfigError, LedgerError
 from hermes_exp.guard import RunGuard
 from hermes_exp.plan import intent, plan_invocation, samples_per_prompt
+from hermes_exp.prepare import Prepared
 from hermes_exp.redact import Redactor, secret_names
 from hermes_exp.runlock import RunLock
-from hermes_exp.scan_cache import ScanCache, cache_key
 from hermes_exp.sandbox import options as sandbox_options
 from hermes_exp.sandbox.reaper import Watchdog
 from hermes_exp.sandbox.auto import runs_on_host
-from hermes_exp.selection import from_settings, scan_selected
+from hermes_exp.selection import scan_selected
 from hermes_exp.spend_journal import fold_into
-from hermes_exp.settings import check, identity_hash, stored_identity
+from hermes_exp.settings import check_basics, check_toolsets, identity_hash, stored_identity
 from hermes_exp.stopping import StopSignals
 from hermes_exp.store import filters as filters_mod
 from hermes_exp.store.export import export
@@ -77,14 +76,20 @@ def run(settings: dict[str, Any], on_locked: Callable[[], None] | None = None) -
     secret_guard.check_settings(settings)  # a key typed into a config file: refused before it is saved
     if settings.get("action", "run") != "export":
         settings = mcp.with_discovered(settings)  # MCP servers' tools, listed once, before anything else
-    check(settings)
+    check_basics(settings)
+    run_dir = Path(settings["run_dir"]).resolve()
+    prepared = Prepared(settings, run_dir)
+    # Every toolset's tools are built only when this invocation may run something: a settled run's
+    # no-op skips that (prepare.py); should its plan find work after all, they are checked before it runs.
+    unchecked = settings.get("action", "run") == "run" and prepared.settled()
+    if not unchecked:
+        check_toolsets(settings)
     sandbox_options.check(settings.get("sandbox"))  # before the run directory is claimed by this config
     run_options.check(settings)  # resume.redo_all=no is a string bool() takes for true
     chosen_formats(settings)  # a typo in outputs.formats must not surface after hours of work
     compress.check(settings)
     selection_mode(settings)
     filters_mod.warn_if_nothing_verifies(settings)
-    run_dir = Path(settings["run_dir"]).resolve()
     action = settings.get("action", "run")
     if action not in ACTIONS:
         raise ConfigError(f"action={action!r} is not an action", f"choose one of: {', '.join(ACTIONS)}")
@@ -95,7 +100,8 @@ def run(settings: dict[str, Any], on_locked: Callable[[], None] | None = None) -
             from hermes_exp.score_action import score_run
 
             return score_run(settings, run_dir, identity_hash(settings), on_locked)
-        return _run(settings, run_dir, on_locked or (lambda: None))
+        return _run(settings, prepared, on_locked or (lambda: None),
+                    (lambda: check_toolsets(settings)) if unchecked else None)
     except (OSError, sqlite3.Error) as exc:
         error = storage_error(exc, run_dir)
         if error is None:
@@ -103,18 +109,16 @@ def run(settings: dict[str, Any], on_locked: Callable[[], None] | None = None) -
         raise error from exc
 
 
-def _run(settings: dict[str, Any], run_dir: Path, on_locked: Callable[[], None]) -> int:
+def _run(settings: dict[str, Any], prepared: Prepared, on_locked: Callable[[], None],
+         unchecked: Callable[[], Any] | None) -> int:
+    """`unchecked`: the start-up checks skipped because the run looked settled, made if it has work."""
     wanted = intent(settings)
-    identity = identity_hash(settings)
-    dataset = open_dataset(settings["dataset"])
-    check_sandbox(dataset, settings)  # a Harbor dataset needs sandbox=docker: say so before any work
-    selection = from_settings(settings)
-    k = pilot.pilot_size(settings)
-    settings = with_verifiers(settings)
+    run_dir, identity, dataset = prepared.run_dir, prepared.identity, prepared.dataset
+    selection, k, settings = prepared.selection, prepared.pilot, prepared.verified
     run_dir.mkdir(parents=True, exist_ok=True)
     # The rows are spooled as they are keyed (an unlinked file: nothing is left behind by a kill), so
     # a dataset rewritten during the run cannot make a task run content other than its key's.
-    cache = ScanCache(run_dir, dataset, cache_key(settings, selection))
+    cache = prepared.cache
     check = cache.watching(row_checker(settings))
     with tempfile.TemporaryFile(dir=run_dir, prefix=".dataset-") as spool:
         scan = functools.partial(scan_selected, dataset, selection, identity, bool(settings["dataset"].get("skip_invalid")),
@@ -126,6 +130,8 @@ def _run(settings: dict[str, Any], run_dir: Path, on_locked: Callable[[], None])
             try:
                 found, (todo, again, chosen, gone, total) = plan_invocation(ledger, cache, found, scan, selection,
                                                                             wanted, k)
+                if unchecked and (todo or again):
+                    unchecked()  # it looked settled at start-up, and another invocation changed that since
                 if gone:
                     print(f"{gone} task(s) in the ledger are no longer in the dataset (rows edited or removed): "
                           "kept in the ledger, left out of the outputs and statistics", file=sys.stderr)

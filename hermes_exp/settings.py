@@ -114,9 +114,12 @@ def load_prefill(path: str | None) -> list[dict[str, Any]]:
 
 def check(settings: dict[str, Any]) -> dict[str, float]:
     """Validate what must be right before any work; return the distribution the run draws from."""
-    from hermes_exp.tools.readiness import drawable
-    from hermes_exp.tools.registry import Registry
+    check_basics(settings)
+    return check_toolsets(settings)
 
+
+def check_basics(settings: dict[str, Any]) -> None:
+    """check() but the toolsets: names, counts, the model's and agent's options, the API key."""
     run_name = settings.get("run_name")
     if isinstance(run_name, (int, float)) and not isinstance(run_name, bool):
         settings["run_name"] = run_name = str(run_name)  # run_name=2024 reaches us as a number
@@ -138,6 +141,14 @@ def check(settings: dict[str, Any]) -> dict[str, float]:
 
     check_config(settings)
     api_key(settings)
+
+
+def check_toolsets(settings: dict[str, Any]) -> dict[str, float]:
+    """Every toolset the distribution can draw is defined and usable: its tools built from config (each
+    tool module imported), the distribution validated; return the distribution the run draws from."""
+    from hermes_exp.tools.readiness import drawable
+    from hermes_exp.tools.registry import Registry
+
     return drawable(settings, Registry.from_settings(settings), warn=True)
 
 
