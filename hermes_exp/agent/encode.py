@@ -21,9 +21,11 @@ _TOOL_LISTS: dict[int, "_Piece"] = {}
 _MAX_TOOL_LISTS = 64  # other callers' lists: past this many, the cache starts again
 
 
-def dumps(value: Any) -> str:
-    """Compact JSON, as the SDK serialises a request body."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+# One encoder each, made once: json.dumps with these options builds a JSONEncoder on every call.
+# Same text as json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False), and as
+# json.dumps(value, ensure_ascii=False) for the estimate.
+dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+_estimate_dumps = json.JSONEncoder(ensure_ascii=False).encode
 
 
 _NO_TOOLS: list[dict[str, Any]] = []
@@ -37,7 +39,7 @@ class _Piece:
     def __init__(self, value: Any) -> None:
         self.value = value  # held, so the identity check below cannot match a new object at its address
         self.wire = dumps(value)
-        self.ascii, self.other = text_sizes(json.dumps(value, ensure_ascii=False))
+        self.ascii, self.other = text_sizes(_estimate_dumps(value))
 
 
 def _piece(value: Any, previous: _Piece | None) -> _Piece:
@@ -61,19 +63,31 @@ def encode(body: dict[str, Any]) -> tuple[bytes, int]:
     pieces = [_piece(m, before[i] if i < len(before) else None) for i, m in enumerate(messages)]
     tools = _tool_list(body.get("tools") or _NO_TOOLS)
     _last.messages = pieces
+    known = getattr(_last, "members", None)
+    if known is None:
+        known = _last.members = {}
     members = []
     for key, value in body.items():
         if key == "messages":
-            text = "[" + ",".join(p.wire for p in pieces) + "]"
+            members.append('"messages":[' + ",".join(p.wire for p in pieces) + "]")
         elif key == "tools":
-            text = tools.wire
+            members.append('"tools":' + tools.wire)
         else:
-            text = dumps(value)
-        members.append(f"{dumps(key)}:{text}")
+            members.append(_member(known, key, value))
     # the estimate's JSON of the message list has ", " between messages and the brackets around them
     ascii_chars = sum(p.ascii for p in pieces) + 2 * max(len(pieces), 1) + tools.ascii
     other_bytes = sum(p.other for p in pieces) + tools.other
     return ("{" + ",".join(members) + "}").encode(), tokens_from_sizes(ascii_chars, other_bytes)
+
+
+def _member(known: dict[str, tuple[Any, str]], key: str, value: Any) -> str:
+    """`"key":value` as sent. The other members (model, sampling, extra_body) are the client's one
+    request's values in every call: each is serialised once per thread while it is the same object
+    (held, so its address cannot be reused meanwhile)."""
+    held = known.get(key)
+    if held is None or held[0] is not value:
+        held = known[key] = (value, f"{dumps(key)}:{dumps(value)}")
+    return held[1]
 
 
 def forget() -> None:

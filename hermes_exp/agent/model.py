@@ -186,11 +186,12 @@ def _sdk_request(client: openai.OpenAI, path: str) -> httpx2.Request:
 
 
 def _without_none(value: Any) -> Any:
-    """JSON with null members dropped, as the SDK's model_dump(exclude_none=True) gave it."""
+    """JSON with null members dropped, as the SDK's model_dump(exclude_none=True) gave it. Only
+    objects and arrays are descended into (a call per string or number was most of its time)."""
     if isinstance(value, dict):
-        return {k: _without_none(v) for k, v in value.items() if v is not None}
+        return {k: _without_none(v) if isinstance(v, (dict, list)) else v for k, v in value.items() if v is not None}
     if isinstance(value, list):
-        return [_without_none(v) for v in value]
+        return [_without_none(v) if isinstance(v, (dict, list)) else v for v in value]
     return value
 
 
