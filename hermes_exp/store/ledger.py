@@ -46,6 +46,7 @@ class Ledger:
             raise (storage_error(exc, path.parent) if is_disk_full(exc) else damaged(path, exc)) from exc
         self._batch: tuple[int, int] | None = None
         self.invocation: int | None = None  # this process's invocation, once started
+        self._tool_lists: dict[str, str] = {}  # tool lists this connection has committed: text -> hash
 
     def close(self) -> None:
         self.db.close()
@@ -140,23 +141,31 @@ class Ledger:
         with self.lock:
             if row["state"] in FINAL_STATES:
                 row["batch_num"] = self.next_batch(batch_size)
-            previous = self.db.execute("SELECT attempts, spent_usd FROM tasks WHERE key = ?", [row["key"]]).fetchone()
-            row["attempts"] = (previous[0] or 0) + row.pop("task_attempts", 1)
-            # the row brings this dispatch's spend; the column keeps the sum over every attempt
-            row["spent_usd"] = (previous[1] or 0.0 if previous else 0.0) + (row.get("spent_usd") or 0.0)
+            # the row brings this dispatch's attempts and spend; the columns keep the sums over every
+            # dispatch, added up by the upsert itself (one statement, no read first)
+            row["attempts"] = row.pop("task_attempts", 1)
+            row["spent_usd"] = row.get("spent_usd") or 0.0
             row["updated_at"] = time.time()
             row["spend_invocation"] = self.invocation
             tools = row.pop("tools", None)
+            new_list = None
             with self.db.conn:
                 if tools is not None:
-                    row["tools_hash"] = self._tool_list(tools)
-                self.db.conn.execute(_upsert_sql(tuple(row)), list(row.values()))
+                    row["tools_hash"], new_list = self._tool_list(tools)
+                cursor = self.db.conn.execute(_record_sql(tuple(row)), list(row.values()))
+                (row["attempts"], row["spent_usd"]), = cursor.fetchall()
+            if new_list is not None:  # committed: later rows with the same list need not write it
+                self._tool_lists[tools] = new_list
 
-    def _tool_list(self, tools: str) -> str:
-        """Keep a tool list (JSON text exactly as sent) once; return its hash."""
+    def _tool_list(self, tools: str) -> tuple[str, str | None]:
+        """Keep a tool list (JSON text exactly as sent) once; return its hash, and the hash again when
+        this call wrote it (to remember once its transaction is committed)."""
+        digest = self._tool_lists.get(tools)
+        if digest is not None:
+            return digest, None
         digest = "b2:" + hashlib.blake2b(tools.encode(), digest_size=16).hexdigest()
         self.db.execute("INSERT OR IGNORE INTO tool_lists (hash, tools) VALUES (?, ?)", [digest, tools])
-        return digest
+        return digest, digest
 
     def next_batch(self, batch_size: int) -> int:
         """The batch number of the next task to finish (batches continue across invocations)."""
@@ -243,13 +252,18 @@ class Ledger:
 
 
 @functools.lru_cache(maxsize=64)
-def _upsert_sql(columns: tuple[str, ...]) -> str:
-    """sqlite-utils' upsert of a task row (insert, or update only these columns) as one statement: its
-    own upsert reads the table's schema on every call, a dozen queries per recorded task."""
+def _record_sql(columns: tuple[str, ...]) -> str:
+    """sqlite-utils' upsert of a task row (insert, or update only these columns) as one statement (its
+    own upsert reads the table's schema on every call, a dozen queries per recorded task), adding the
+    row's attempts and spend to what the task's earlier dispatches left and returning both sums."""
     names = ", ".join(f'"{c}"' for c in columns)
-    updates = ", ".join(f'"{c}" = excluded."{c}"' for c in columns if c != "key")
+    updates = ", ".join(_summed.get(c, f'"{c}" = excluded."{c}"') for c in columns if c != "key")
     return (f"INSERT INTO tasks ({names}) VALUES ({', '.join('?' * len(columns))}) "
-            f"ON CONFLICT(key) DO UPDATE SET {updates}")
+            f"ON CONFLICT(key) DO UPDATE SET {updates} RETURNING attempts, spent_usd")
+
+
+_summed = {"attempts": '"attempts" = COALESCE(tasks.attempts, 0) + excluded.attempts',
+           "spent_usd": '"spent_usd" = COALESCE(tasks.spent_usd, 0.0) + excluded.spent_usd'}
 
 
 def _diff(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:

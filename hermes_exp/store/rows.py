@@ -10,6 +10,22 @@ from hermes_exp.store.filters import Filter
 from hermes_exp.verify import record
 
 
+# A run's tasks bring back the few lists of their toolset draws, the same objects in every result of a
+# thread worker (tools.registry): each is serialised once, not per task. Keyed by identity, the list held.
+_TOOL_TEXTS: dict[int, tuple[list[dict[str, Any]], str]] = {}
+_MAX_TOOL_TEXTS = 64
+
+
+def tools_text(tools: list[dict[str, Any]]) -> str:
+    """A sent tool list's JSON text, as the ledger keeps it."""
+    held = _TOOL_TEXTS.get(id(tools))
+    if held is None or held[0] is not tools:
+        if len(_TOOL_TEXTS) >= _MAX_TOOL_TEXTS:
+            _TOOL_TEXTS.clear()
+        held = _TOOL_TEXTS[id(tools)] = (tools, json.dumps(tools, ensure_ascii=False))
+    return held[1]
+
+
 def ledger_row(result: dict[str, Any], filters: list[Filter],
                score: dict[str, Any] | None = None) -> dict[str, Any]:
     """Map a worker's result (its verification already taken out) to its ledger row, deciding done /
@@ -35,7 +51,7 @@ def ledger_row(result: dict[str, Any], filters: list[Filter],
         "spent_usd": result.get("spent_usd") or 0.0,  # every in-run attempt; the ledger adds earlier ones
     }
     if tools is not None:
-        row["tools"] = json.dumps(tools, ensure_ascii=False)
+        row["tools"] = tools_text(tools)
     if result["state"] == "error":
         row.update(state="error", error_class=result["error_class"], error=result["error"])
     else:
