@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import gc
 import hashlib
 import json
 import logging
@@ -220,6 +221,9 @@ def _dispatch(settings: dict[str, Any], ledger: Ledger, found: Scan, todo: list[
         try:
             probe(base_url)
             _preflight(settings, found.images, own_images=bool(getattr(found.source, "own_images", False)))
+            # What exists now (imports, config, the runtime: most of the heap) lives for the whole dispatch:
+            # left out of the cyclic collector's full passes, which walked all of it several times a run.
+            gc.freeze()
             tasks = guard.gate(_marked(ledger, found, todo))
             for result in executor.map_unordered(worker.run_task, settings, tasks):
                 limiter = result.pop("limiter", None)  # the worker process's figures, not the task's
@@ -240,6 +244,7 @@ def _dispatch(settings: dict[str, Any], ledger: Ledger, found: Scan, todo: list[
         except KeyboardInterrupt:
             interrupted = True
         finally:
+            gc.unfreeze()  # collectable again once the run is over (a sweep's next job, the export)
             stop.shield()  # a second Ctrl-C from here on only skips the grace period
             progress.close()
             _stop_workers(run_id, float((settings.get("resume") or {}).get("grace_seconds", 10)), stop.hurry)

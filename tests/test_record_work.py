@@ -85,3 +85,32 @@ def test_a_tool_lists_json_is_made_once_per_list_object_and_never_mixed_up(monke
     for n in range(3 * rows_mod._MAX_TOOL_TEXTS):  # fresh lists, each dropped after use: addresses come back
         tools = [{**TOOLS[0], "function": {**TOOLS[0]["function"], "name": f"tool{n}"}}]
         assert ledger_row(result("k", tools, 0.0), [])["tools"] == plain(tools, ensure_ascii=False)
+
+
+def test_the_heap_of_before_the_dispatch_is_frozen_while_tasks_run_and_thawed_after(tmp_path, monkeypatch) -> None:
+    """The run's start-up objects (imports, config, runtime) are left out of the cyclic collector's full
+    passes while tasks run (gc.freeze), and given back to it when the dispatch ends."""
+    import gc
+
+    from test_providers import settings_for
+
+    from hermes_exp import run as run_mod
+    from hermes_exp import worker
+
+    data = tmp_path / "prompts.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"count the words {i}"}) + "\n" for i in range(3)))
+    settings = settings_for(f"run_dir={tmp_path / 'out'}", f"dataset.path={data}", "sandbox=local",
+                            "distribution=terminal_only", "num_workers=2")
+    frozen: list[int] = []
+    real = worker.run_task
+
+    def observed(settings: dict[str, Any], task: Any) -> dict[str, Any]:
+        frozen.append(gc.get_freeze_count())
+        return real(settings, task)
+
+    monkeypatch.setattr(worker, "run_task", observed)
+    assert gc.get_freeze_count() == 0
+    assert run_mod.run(settings) == 0
+    assert len(frozen) == 3 and min(frozen) > 1000  # the start-up's objects, tens of thousands of them
+    assert gc.get_freeze_count() == 0
+    assert len(list((tmp_path / "out" / "trajectories.jsonl").open())) == 3
