@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from hermes_exp.sandbox.base import SPOOL_LIMIT, TRUNCATION_MARKER, ExecResult, truncate
+from hermes_exp.sandbox.spawn import Child, spawn
 
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -38,10 +39,13 @@ def run_group(
     the command is killed, so it costs no more than that on disk either."""
     out = spool()  # a descriptor, read once in preads: no file object or buffer per command
     try:
-        proc = subprocess.Popen(
-            list(argv), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True, preexec_fn=preexec, close_fds=True,
-        )
+        if preexec is None:
+            proc = spawn(argv, cwd=cwd, env=env, out=out)  # posix_spawn where it can: Popen's properties
+        else:
+            proc = subprocess.Popen(
+                list(argv), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True, preexec_fn=preexec, close_fds=True,
+            )
         stop = None
         if live is not None:
             live.add(proc.pid)  # so closing the sandbox from another thread can kill the group
@@ -68,7 +72,7 @@ def run_group(
 WATCH_INTERVAL = 0.05  # seconds between looks at the size of a running command's output
 
 
-def _wait(proc: subprocess.Popen, spool: int, timeout: float, spool_limit: int) -> str | None:
+def _wait(proc: Child | subprocess.Popen, spool: int, timeout: float, spool_limit: int) -> str | None:
     """Wait for the command to end: None, or why it must be stopped ("timeout", "spool": its output
     passed `spool_limit` bytes). Sleeps on the process's pidfd, waking when it exits (not reaped: its
     pid cannot be reused before the caller kills the group) or every WATCH_INTERVAL to look at the
@@ -91,7 +95,7 @@ def _wait(proc: subprocess.Popen, spool: int, timeout: float, spool_limit: int) 
     return None
 
 
-def _poll_wait(proc: subprocess.Popen, spool: int, deadline: float, spool_limit: int) -> str | None:
+def _poll_wait(proc: Child | subprocess.Popen, spool: int, deadline: float, spool_limit: int) -> str | None:
     delay = 0.0005
     while proc.poll() is None:
         remaining = deadline - time.monotonic()
