@@ -153,3 +153,4 @@ class LocalSandboxFactory:
         executor's workers, killed on Ctrl-C) left running, and remove their directories."""
         self._dirs.close_all()
         self._procs.reap(kinds=(GROUP,))
+        self._procs.close()

@@ -47,9 +47,9 @@ def run_group(
                 start_new_session=True, preexec_fn=preexec, close_fds=True,
             )
         stop = None
-        if live is not None:
-            live.add(proc.pid)  # so closing the sandbox from another thread can kill the group
         try:
+            if live is not None:
+                live.add(proc.pid)  # so closing the sandbox from another thread can kill the group
             stop = _wait(proc, out, timeout, spool_limit)
         finally:
             kill_group(proc.pid)

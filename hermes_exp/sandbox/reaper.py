@@ -1,11 +1,13 @@
 """Processes of a run that must not outlive it: tool commands in their own sessions (sandbox=local) and
 executor worker processes. Each is recorded in a per-run directory while it lives, so whatever a killed
 runner left is killed by the run's watchdog (a small process that outlives a SIGKILLed runner) or by the
-next invocation of the same run. A record holds the process's start time: a recycled pid is never hit."""
+next invocation of the same run. A record tells the process from one that reused its pid: a worker's
+file holds its start time, a command's line in its process's log (grouplog.py) a time it had started by."""
 
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -14,6 +16,8 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from hermes_exp.sandbox import grouplog
 
 GROUP, PROCESS = "group", "pid"
 STOPPED = "stopped"  # written by the runner at its shutdown: its workers' sandbox factories stop starting
@@ -80,6 +84,23 @@ def _kill(kind: str, pid: int, recorded: str) -> bool:
         targets = [(os.kill, member) for member in _session_members(pid, int(recorded))]
     else:
         return False
+    return _signal(targets)
+
+
+def _kill_started_by(pid: int, ticks: int) -> bool:
+    """Kill the group of a command a log records as started by `ticks` (or, its leader gone, its session's
+    members): a process that has the pid and started later reused it, and is left alone."""
+    now = start_time(pid)
+    if now is not None:
+        if int(now) > ticks:
+            return False
+        targets = [(os.killpg, pid)]
+    else:
+        targets = [(os.kill, member) for member in _session_members(pid, 0)]
+    return _signal(targets)
+
+
+def _signal(targets: list[tuple[Callable[[int, int], None], int]]) -> bool:
     for kill, target in targets:
         try:
             kill(target, signal.SIGKILL)
@@ -89,13 +110,18 @@ def _kill(kind: str, pid: int, recorded: str) -> bool:
 
 
 class ProcRegistry:
-    """Records in `registry_dir(run_id)`: one empty-named file `<kind>-<pid>` holding the start time."""
+    """Records in `registry_dir(run_id)`: tool commands' process groups in this process's log
+    (grouplog.py), other processes (executor workers) as a file `pid-<pid>` holding the start time."""
 
     def __init__(self, run_id: str) -> None:
         self.dir = registry_dir(run_id)
         self._made = False
+        self._groups = grouplog.GroupLog(self.dir)
 
     def add(self, pid: int, kind: str = GROUP) -> None:
+        if kind == GROUP:
+            self._groups.add(pid)
+            return
         started = start_time(pid)
         if started is None:
             return  # already gone
@@ -109,6 +135,9 @@ class ProcRegistry:
             os.close(fd)
 
     def discard(self, pid: int, kind: str = GROUP) -> None:
+        if kind == GROUP:
+            self._groups.discard(pid)
+            return
         try:
             os.unlink(f"{self.dir}/{kind}-{pid}")
         except FileNotFoundError:
@@ -118,15 +147,26 @@ class ProcRegistry:
         """Kill every recorded process (group) of these kinds that still runs; return how many."""
         return reap(self.dir, kinds)
 
+    def close(self) -> None:
+        """Remove this process's log if it records nothing running."""
+        self._groups.close()
+
 
 def reap(where: Path, kinds: tuple[str, ...] = (GROUP, PROCESS)) -> int:
-    """Kill what the records in `where` name (if still the same process) and drop the records."""
-    killed = 0
+    """Kill what the records in `where` name (if still the same process) and drop the records: workers
+    first, then (once those are gone, their logs with them) the commands' logs."""
     try:
-        entries = list(where.iterdir())
+        entries = sorted(where.iterdir(), key=lambda entry: entry.name.startswith(grouplog.PREFIX))
     except OSError:
         return 0
+    killed, workers = 0, []
     for entry in entries:
+        if entry.name.startswith(grouplog.PREFIX):
+            if GROUP in kinds:
+                _await_exit(workers)
+                workers = []
+                killed += grouplog.reap_log(entry, _kill_started_by)
+            continue
         kind, _, pid_text = entry.name.partition("-")
         if kind not in kinds or not pid_text.isdigit() or int(pid_text) == os.getpid():
             continue
@@ -137,8 +177,24 @@ def reap(where: Path, kinds: tuple[str, ...] = (GROUP, PROCESS)) -> int:
             continue
         if recorded and _kill(kind, pid, recorded):
             killed += 1
+            if kind == PROCESS:
+                workers.append(pid)
         entry.unlink(missing_ok=True)
     return killed
+
+
+def _await_exit(pids: list[int], seconds: float = 2.0) -> None:
+    """Wait (bounded) for killed processes to be gone: their logs' locks go with them."""
+    deadline = time.monotonic() + seconds
+    for pid in pids:
+        try:
+            fd = os.pidfd_open(pid)
+        except (AttributeError, OSError):  # gone already, or no pidfd here
+            continue
+        try:
+            select.select([fd], [], [], max(deadline - time.monotonic(), 0.0))
+        finally:
+            os.close(fd)
 
 
 def die_with_parent(parent: int, on_death: Callable[[], object]) -> None:
@@ -152,6 +208,7 @@ def die_with_parent(parent: int, on_death: Callable[[], object]) -> None:
             time.sleep(1.0)
         try:
             on_death()
+            grouplog.close_all()  # os._exit runs no clean-up: this process's logs go now
         finally:
             os._exit(1)
 
