@@ -34,6 +34,13 @@ def test_bench_runner_prints_throughput_and_resume_tables(tmp_path: Path) -> Non
     assert ["50"] in [r[:1] for r in rows]  # the no-op invocation over 50 finished tasks
 
 
+def test_bench_commands_prints_per_command_cpu_per_thread_count() -> None:
+    out = bench("bench_commands.py", "--threads", "1,3", "--commands", "5", "--total", "6",
+                "--rounds", "1")
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in out.splitlines() if line.startswith("| ")]
+    assert [r[:2] for r in rows[1:]] == [["1", "5"], ["3", "15"]] and "exec ms" in out
+
+
 def test_bench_sandbox_local_overhead_table() -> None:
     out = bench("bench_sandbox.py", "-n", "3", "--backends", "local", "--runner-prompts", "0")
     assert "open ms" in out and "\nlocal " in out
