@@ -6,13 +6,14 @@ import hashlib
 import json
 import logging
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, NamedTuple
+from typing import IO, Any
 
 from hermes_exp.errors import DatasetError
 from hermes_exp.inputs import Record, Source, open_source
+from hermes_exp.slots import RowOffsets, Slot, SlotList  # Slot: imported from here by its users
 
 log = logging.getLogger(__name__)
 KEY_SCHEME = "v1"
@@ -27,14 +28,6 @@ class Task:
     key: str
     index: int
     row: dict[str, Any]
-    sample: int = 0
-
-
-class Slot(NamedTuple):
-    """One task of the dataset: its row index, task key and sample number."""
-
-    index: int
-    key: str
     sample: int = 0
 
 
@@ -106,12 +99,13 @@ class Scan:
     row), and the images named.
 
     With a spool, each valid row is written there as it is keyed (`offsets`: row index -> position):
-    tasks then run the content they were keyed by, even if the dataset changes during the run."""
+    tasks then run the content they were keyed by, even if the dataset changes during the run.
+    A scan's own `indexed` and `offsets` are packed (slots.py: ~32 bytes a task)."""
 
-    indexed: list[Slot]
+    indexed: Sequence[Slot]
     images: set[str]
     spool: IO[bytes] | None = None
-    offsets: dict[int, int] = field(default_factory=dict)
+    offsets: Mapping[int, int] = field(default_factory=dict)
     stamp: tuple[int, int, int] | None = None
     source: Source | None = None  # what was scanned (e.g. a Harbor folder, whose tasks bring their images)
     problems: int = 0  # invalid rows skipped (dataset.skip_invalid)
@@ -142,7 +136,7 @@ def scan(source: Source, identity: str, skip_invalid: bool, max_samples: int | N
     """Validate the whole dataset before any model call; key every sample of every valid row (and spool
     the row). `extra_check` adds checks of its own (a problem string, reported with the row's place)."""
     seen: dict[bytes, int] = {}
-    found = Scan([], set(), spool, stamp=source_stamp(source), source=source)
+    found = Scan(SlotList(), set(), spool, RowOffsets(), stamp=source_stamp(source), source=source)
     problems: list[str] = []
     for record, problem in _rows(source):
         text = None

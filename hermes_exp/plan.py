@@ -95,7 +95,9 @@ def plan_invocation(ledger: Ledger, cache: ScanCache, found: Scan, scan: Callabl
         found = cache.load() or scan()
     plan = _plan(ledger, found, selection, wanted, k)
     if found.spool is None and (plan.todo or plan.again):  # cached keys, and work to do: run it from a real scan
-        plan = _plan(ledger, found := scan(), selection, wanted, k)
+        found = plan = None  # type: ignore[assignment]  # not held through the real scan
+        found = scan()
+        plan = _plan(ledger, found, selection, wanted, k)
     if found.spool is not None:
         cache.save(found)
     identity = cache.identity()

@@ -10,15 +10,17 @@ says "these are the keys"; whenever planning finds work to do, the run scans the
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from hermes_exp.dataset import KEY_SCHEME, RowCheck, Scan, Slot, path_signature
 from hermes_exp.inputs import Source
 from hermes_exp.selection import Selection
+from hermes_exp.slots import SlotList
 from hermes_exp.store.atomic import atomic_writer
 from hermes_exp.verify.rows import FILE_FIELDS
 
@@ -91,13 +93,13 @@ class ScanCache:
         if found is None:
             return None
         header, line = found
-        slots: list[Slot] = []
+        slots: SlotList = SlotList()
         if keys:
             try:
                 with self.path.open("rb") as fh:
                     if fh.readline() != line:
                         return None
-                    slots = [Slot(*entry) for entry in json.loads(fh.readline())]
+                    slots = SlotList(json.loads(fh.readline()))
             except (OSError, ValueError, TypeError):
                 return None
         return Scan(slots, set(header["images"]), stamp=_stamp(self.signature), source=self.source)
@@ -114,9 +116,26 @@ class ScanCache:
         try:
             with atomic_writer(self.path) as out:
                 out.write(json.dumps(header) + "\n")
-                out.write(json.dumps([list(slot) for slot in found.indexed], separators=(",", ":")) + "\n")
+                _write_slots(out, found.indexed)
         except OSError:
             self.path.unlink(missing_ok=True)  # only a cache: the run goes on without it
+
+
+def _write_slots(out: Any, slots: Iterable[Slot], chunk: int = 4096) -> None:
+    """The slots as one JSON line, a list of [index, key, sample] (exactly json.dumps of the whole list),
+    written a few thousand at a time: no list of lists and no string of them all is made."""
+    out.write("[")
+    batch: list[list[Any]] = []
+    first = True
+    for slot in itertools.chain(slots, [None]):
+        if slot is not None:
+            batch.append(list(slot))
+            if len(batch) < chunk:
+                continue
+        if batch:
+            out.write(("" if first else ",") + json.dumps(batch, separators=(",", ":"))[1:-1])
+            first, batch = False, []
+    out.write("]\n")
 
 
 def _stamp(signature: list[int]) -> tuple[int, int, int]:

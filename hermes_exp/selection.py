@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 from hermes_exp.errors import ConfigError, DatasetError
 from hermes_exp.inputs import Record, Source
+from hermes_exp.slots import SlotList
 
 log = logging.getLogger(__name__)
 SLICE_HINT = "write dataset.slice=START:STOP (Python slice bounds, either may be empty), e.g. dataset.slice=0:100"
@@ -206,6 +207,8 @@ def cut(selected: Selected, indexed: Sequence[tuple]) -> list:
     entry of one row (its samples) stays together."""
     sel = selected.selection
     _warn_missing_ids(selected)
+    if sel.shuffle is None and sel.bounds is None and sel.max_rows is None:
+        return indexed  # nothing to reorder or cut: the scan as it is (packed, not copied into a list)
     rows = list(dict.fromkeys(entry[0] for entry in indexed))
     if sel.shuffle is not None:
         rows.sort(key=lambda index: selected.order[index])
@@ -215,7 +218,8 @@ def cut(selected: Selected, indexed: Sequence[tuple]) -> list:
         rows = rows[:sel.max_rows]
     position = {index: n for n, index in enumerate(rows)}
     kept = [entry for entry in indexed if entry[0] in position]
-    return sorted(kept, key=lambda entry: position[entry[0]]) if sel.shuffle is not None else kept
+    kept = sorted(kept, key=lambda entry: position[entry[0]]) if sel.shuffle is not None else kept
+    return SlotList(kept) if isinstance(indexed, SlotList) else kept
 
 
 def _warn_missing_ids(selected: Selected) -> None:
