@@ -34,6 +34,18 @@ def test_bench_runner_prints_throughput_and_resume_tables(tmp_path: Path) -> Non
     assert ["50"] in [r[:1] for r in rows]  # the no-op invocation over 50 finished tasks
 
 
+
+@pytest.mark.slow
+def test_bench_calls_prints_the_runners_cpu_per_part_for_each_round() -> None:
+    out = bench("bench_calls.py", "-n", "4", "--workers", "2", "--latency-ms", "10", "--rounds", "2")
+    rows = {r[0]: r[1:] for r in ([c.strip() for c in line.strip("|").split("|")] for line in out.splitlines()
+                                  if line.startswith("|") and not line.startswith("|-"))}
+    assert len(rows["part"]) == 2  # a column per run
+    for part in ("complete", "complete > _send", "complete > encode", "tool calls", "session (run_task)",
+                 "ledger_row", "Ledger.record", "export", "process, all threads"):
+        assert all(float(v) > 0 for v in rows[part]), part
+    assert all(float(p) > float(c) for p, c in zip(rows["process, all threads"], rows["complete"]))
+
 def test_bench_commands_prints_per_command_cpu_per_thread_count() -> None:
     out = bench("bench_commands.py", "--threads", "1,3", "--commands", "5", "--total", "6",
                 "--rounds", "1")
