@@ -103,7 +103,9 @@ def test_kill_9_during_a_judges_call_still_counts_that_call(tmp_path: Path) -> N
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
         deadline = time.monotonic() + 60
         spend = tmp_path / "outputs" / "kj" / "spend"
-        while time.monotonic() < deadline and proc.poll() is None and _reserved(spend) < 3:
+        # the judge's call is reserved before it is sent: wait until the mock holds it (a kill between the
+        # two, on a loaded machine, left nothing in flight to be billed)
+        while time.monotonic() < deadline and proc.poll() is None and (_reserved(spend) < 3 or server.in_flight < 1):
             time.sleep(0.05)
         assert proc.poll() is None and request_count(record) == 2, proc.stderr.read().decode()[-2000:]
         os.killpg(proc.pid, signal.SIGKILL)  # the agent is done, the judge's call is in flight
