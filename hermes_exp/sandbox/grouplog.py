@@ -118,9 +118,10 @@ def close_all() -> None:
 
 
 def running(text: str) -> dict[int, int]:
-    """The commands a log's text records as running: pid -> ticks (lines cut short are skipped)."""
+    """The commands a log's text records as running: pid -> ticks. Only whole lines count: a line being
+    written as the log is read, or cut short by a kill, is not read as a shorter pid or time."""
     live: dict[int, int] = {}
-    for line in text.split("\n"):
+    for line in text.split("\n")[:-1]:
         if line.startswith("+"):
             pid, _, ticks = line[1:].partition(" ")
             if pid.isdigit() and ticks.isdigit():

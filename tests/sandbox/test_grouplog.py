@@ -157,6 +157,12 @@ def test_rotation_keeps_exactly_the_running_commands(tmp_path: Path, monkeypatch
     assert not _logs(tmp_path)
 
 
+def test_only_whole_lines_of_a_log_count() -> None:
+    assert running("+100 5\n+200 6\n-100\n+300 7") == {200: 6}  # "+300 7" may be "+300 71" being written
+    assert running("+100 5\n+200 6\n-1") == {100: 5, 200: 6}  # "-1" may be "-100"
+    assert running("+100 5\n+2x0 6\n+300\n\n") == {100: 5}
+
+
 def test_a_cleared_folder_is_made_again_with_the_running_commands(tmp_path: Path) -> None:
     where = tmp_path / "records"
     log = GroupLog(where)
