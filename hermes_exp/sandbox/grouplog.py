@@ -15,6 +15,7 @@ one holding only the running commands, written before the old one is removed."""
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import os
 import threading
@@ -108,12 +109,13 @@ class GroupLog:
 
 def close_all() -> None:
     """Close this process's logs that record nothing running, and remove their folders if that left them
-    empty: for an executor worker exiting after its runner (whose watchdog found the logs still held)."""
+    empty: at this process's exit (an executor worker exiting after its runner, whose watchdog found the
+    logs still held and could not remove the folder)."""
     for log in list(_OPEN):
-        log.close()
         try:
+            log.close()
             log.dir.rmdir()
-        except OSError:
+        except OSError:  # not empty, or gone: the next reap sees to it
             pass
 
 
@@ -153,3 +155,6 @@ def reap_log(path: Path, kill: Callable[[int, int], bool]) -> int:
         return killed
     finally:
         os.close(fd)
+
+
+atexit.register(close_all)

@@ -157,6 +157,20 @@ def test_rotation_keeps_exactly_the_running_commands(tmp_path: Path, monkeypatch
     assert not _logs(tmp_path)
 
 
+def test_a_process_that_exits_with_nothing_running_leaves_no_log_or_folder(tmp_path: Path) -> None:
+    where = tmp_path / "records"
+    script = textwrap.dedent(f"""
+        from pathlib import Path
+        from hermes_exp.sandbox.grouplog import GroupLog
+        log = GroupLog(Path({str(where)!r}))
+        log.add(4242)
+        log.discard(4242)
+        assert log.path.exists()
+    """)  # no close: an executor worker that ends with its pool, its sandboxes never shut down
+    subprocess.run([sys.executable, "-c", script], check=True)
+    assert not where.exists()
+
+
 def test_only_whole_lines_of_a_log_count() -> None:
     assert running("+100 5\n+200 6\n-100\n+300 7") == {200: 6}  # "+300 7" may be "+300 71" being written
     assert running("+100 5\n+200 6\n-1") == {100: 5, 200: 6}  # "-1" may be "-100"
