@@ -153,7 +153,8 @@ def scan(source: Source, identity: str, skip_invalid: bool, max_samples: int | N
         digest = hashlib.blake2b(text.encode(), digest_size=16).digest()  # text: the row's canonical JSON, once
         occurrence = seen.get(digest, 0)
         seen[digest] = occurrence + 1
-        found.indexed.extend(Slot(record.index, task_key(row, occurrence, identity, s, text), s) for s in range(samples))
+        for s in range(samples):
+            found.indexed.add(record.index, task_key(row, occurrence, identity, s, text), s)
         if spool is not None:
             found.offsets[record.index] = spool.tell()
             spool.write(json.dumps(row, ensure_ascii=False).encode() + b"\n")

@@ -34,15 +34,18 @@ class SlotList(Sequence):
     def append(self, slot: Sequence[Any]) -> None:
         """Add one slot: (index, key, sample) or (index, key), as Slot(*slot) takes them."""
         index, key, sample = (*slot, 0) if len(slot) == 2 else slot
+        self.add(index, key, sample)
+
+    def add(self, index: int, key: str, sample: int = 0) -> None:
         if not isinstance(key, str):
             raise TypeError(f"a slot's key must be a string, got {type(key).__name__}")
         packed = _packed(key)
         if packed is None:
             self._odd[len(self._index)] = key
             packed = bytes(16)
-        self._keys += packed
-        self._index.append(index)
+        self._index.append(index)  # first: a bad index adds nothing
         self._sample.append(sample)
+        self._keys += packed
 
     def extend(self, slots: Iterable[Sequence[Any]]) -> None:
         for slot in slots:
@@ -66,8 +69,12 @@ class SlotList(Sequence):
         return Slot(self._index[n], self._key(n), self._sample[n])
 
     def __iter__(self) -> Iterator[Slot]:
-        for n, (index, sample) in enumerate(zip(self._index, self._sample)):
-            yield Slot(index, self._key(n), sample)
+        step = 4096  # keys turned back into text a chunk at a time
+        for start in range(0, len(self), step):
+            digits = self._keys[16 * start:16 * (start + step)].hex()
+            for n, (index, sample) in enumerate(zip(self._index[start:start + step], self._sample[start:start + step])):
+                odd = self._odd.get(start + n) if self._odd else None
+                yield Slot(index, odd if odd is not None else PREFIX + digits[32 * n:32 * n + 32], sample)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Sequence) or isinstance(other, (str, bytes, bytearray)):
