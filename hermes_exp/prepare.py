@@ -11,7 +11,6 @@ that fails here is not kept: the run computes it again, and meets the same error
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from functools import cached_property
 from pathlib import Path
@@ -25,6 +24,7 @@ from hermes_exp.plan import SETTLED, settled_verdict
 from hermes_exp.scan_cache import ScanCache, cache_key
 from hermes_exp.selection import Selection, from_settings
 from hermes_exp.settings import identity_hash
+from hermes_exp.store.ledger import derived_value
 from hermes_exp.verify.rows import with_verifiers
 
 
@@ -84,11 +84,7 @@ class _Meta:
         return self.rows.get(key)
 
     def derived(self, name: str) -> Any:
-        text = self.meta(f"derived:{name}")
-        try:
-            return json.loads(text) if text is not None else None
-        except ValueError:
-            return None
+        return derived_value(self.meta(f"derived:{name}"))
 
 
 def _meta_rows(path: Path, keys: tuple[str, ...]) -> _Meta:

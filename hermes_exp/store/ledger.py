@@ -222,11 +222,7 @@ class Ledger:
 
     def derived(self, name: str) -> Any:
         """What was kept with `set_derived` (JSON), while no task row was written since; else None."""
-        text = self.meta(f"derived:{name}")
-        try:
-            return json.loads(text) if text is not None else None
-        except ValueError:
-            return None
+        return derived_value(self.meta(f"derived:{name}"))
 
     def set_derived(self, name: str, value: Any) -> None:
         """Keep something derived from the tasks table as it is now; the next write of a task row, by
@@ -276,3 +272,11 @@ def _diff(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[st
         elif a != b:
             out.append(f"{prefix}{key} ({a!r} -> {b!r})")
     return out
+
+
+def derived_value(text: str | None) -> Any:
+    """A `derived:*` meta row's value: its JSON, or None (absent, or not JSON: it is only a cache)."""
+    try:
+        return json.loads(text) if text is not None else None
+    except ValueError:
+        return None
