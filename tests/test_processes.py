@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -17,6 +18,7 @@ from conftest import done_rows, run_cli, write_dataset
 
 from hermes_exp.mock_server import MockServer
 from hermes_exp.runlock import RunLock
+from hermes_exp.sandbox import grouplog
 
 
 def _procs(needle: str, where: str) -> list[int]:
@@ -48,6 +50,17 @@ def _start(cwd: Path, *args: str, env: dict[str, str]) -> subprocess.Popen:
                             env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
+def _recorded() -> set[int]:
+    """The tool commands any runner's command log records as running."""
+    found: set[int] = set()
+    for log in (Path(tempfile.gettempdir()) / "hermes-exp-procs").glob(f"*/{grouplog.PREFIX}*"):
+        try:
+            found.update(grouplog.running(log.read_text("ascii", "replace")))
+        except OSError:
+            pass  # removed as it was read
+    return found
+
+
 def _left(token: str, marker: str) -> list[int]:
     """Processes of a run still alive: runner-side ones carry `token` in their environment, tool
     commands (clean environment) carry `marker` in their command line."""
@@ -64,6 +77,9 @@ def test_sigkill_of_the_runner_alone_leaves_no_workers_or_commands(tmp_path: Pat
                 f"model.base_url={server.base_url}", f"sandbox.root={tmp_path / 'sb'}"]
         proc = _start(tmp_path, *args, env={"HX_TEST_TOKEN": token})
         assert _wait_for(lambda: len(_procs(marker, "cmdline")) >= 2), "tool commands never started"
+        # a command is recorded for the reaper just after it starts: kill once both are on record (a kill in
+        # between, on a loaded machine, is the one case no record can cover)
+        assert _wait_for(lambda: set(_procs(marker, "cmdline")) <= _recorded()), "commands never recorded"
         if executor == "processes":
             assert len(_procs(token, "environ")) >= 3  # the runner, its loky workers, its watchdog
         os.kill(proc.pid, signal.SIGKILL)  # the runner alone, not its process group
