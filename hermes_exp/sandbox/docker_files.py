@@ -24,6 +24,10 @@ def stat(api: Any, cid: str, full: str) -> dict[str, Any] | None:
         stream, found = api.get_archive(cid, full)
     except _docker().errors.NotFound:
         return None
+    except _docker().errors.APIError as exc:
+        if _path_problem(exc):  # the agent's path, not the engine: no such file there
+            return None
+        raise SandboxError(f"cannot reach container {cid[:12]}: {exc}") from exc
     except _engine_errors() as exc:
         raise SandboxError(f"cannot reach container {cid[:12]}: {exc}") from exc
     found["_stream"] = stream
@@ -38,11 +42,22 @@ def head_stat(api: Any, cid: str, full: str) -> dict[str, Any] | None:
         res = api.head(api._url("/containers/{0}/archive", cid), params={"path": full})
         if res.status_code == 404:
             return None
+        if res.status_code == 500 and not res.content:
+            # what the engine answers (with no reason) for a path through a file or with too long a name:
+            # the write goes ahead and put_archive, which says why, fails it as the agent's error
+            return None
         api._raise_for_status(res)
     except _engine_errors() as exc:
         raise SandboxError(f"cannot reach container {cid[:12]}: {exc}") from exc
     header = res.headers.get("X-Docker-Container-Path-Stat")
     return json.loads(base64.b64decode(header)) if header else None
+
+
+def _path_problem(exc: Any) -> bool:
+    """An engine error about the path asked for (a file where a directory should be, a name longer than
+    the filesystem takes): Go's text for ENOTDIR and ENAMETOOLONG."""
+    text = str(getattr(exc, "explanation", "") or exc)
+    return getattr(exc, "status_code", None) == 500 and ("not a directory" in text or "file name too long" in text)
 
 
 def read_file(api: Any, cid: str, workdir: str, path: str, limit: int) -> bytes:
@@ -76,6 +91,9 @@ def write_file(api: Any, cid: str, workdir: str, path: str, data: bytes) -> None
     try:  # the engine creates missing parent directories of the member
         api.put_archive(cid, workdir, buf.getvalue())
     except _docker().errors.APIError as exc:
+        if _path_problem(exc):
+            why = "a directory on its path is a file" if "not a directory" in str(exc) else "a name on its path is too long"
+            raise ToolError(f"cannot write {path}: {why}") from exc
         raise ToolError(f"cannot write {path}: {exc.explanation or exc}") from exc
     except _engine_errors() as exc:
         raise SandboxError(f"cannot reach container {cid[:12]}: {exc}") from exc

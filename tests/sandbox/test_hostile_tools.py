@@ -58,6 +58,25 @@ def test_read_file_of_a_sparse_1gb_file_reads_only_its_head(sandbox) -> None:
     assert "too large to patch" in _call(sandbox, "patch", path="sparse", old_string="head", new_string="x")["error"]
 
 
+
+def test_file_paths_an_agent_gets_wrong_are_tool_errors_and_a_fifo_does_not_hang(sandbox) -> None:
+    """A path under a file, a name too long for the filesystem, a directory or a FIFO to read: the agent's
+    mistakes answered as tool errors (the task goes on), never a hang or a failed task."""
+    assert _call(sandbox, "write_file", path="a.txt", content="x")["error"] is None
+    assert "a directory on its path is a file" in _call(sandbox, "write_file", path="a.txt/b", content="y")["error"]
+    assert _call(sandbox, "read_file", path="a.txt/b")["error"]
+    long_name = "n" * 300
+    assert "too long" in _call(sandbox, "write_file", path=long_name, content="y")["error"]
+    assert _call(sandbox, "read_file", path=long_name)["error"]
+    assert _call(sandbox, "write_file", path="d1/d2/f.txt", content="deep\n")["bytes_written"] == 5
+    assert _call(sandbox, "read_file", path="d1/d2/f.txt")["content"] == "     1|deep"
+    assert _call(sandbox, "read_file", path="d1")["error"]
+    assert "is a directory" in _call(sandbox, "write_file", path="d1", content="y")["error"]
+    assert sandbox.exec("mkfifo pipe && echo made", timeout=10).output.strip() == "made"
+    started = time.monotonic()
+    assert _call(sandbox, "read_file", path="pipe")["error"]
+    assert time.monotonic() - started < 10  # opened without waiting for a writer that never comes
+
 def test_search_files_on_local_judges_where_a_path_resolves(backend, sandbox) -> None:
     if backend.name != "local":
         pytest.skip("on bwrap and docker a symlink resolves inside the sandbox's own filesystem")
