@@ -22,6 +22,13 @@ def bench(script: str, *args: str, timeout: float = 300) -> str:
 
 
 @pytest.mark.slow
+def need_engine() -> None:
+    """Skip (or, where the engine is required, fail) the test when no Docker engine answers."""
+    problem = docker_problem()
+    if problem:
+        unavailable(problem)
+
+
 def test_bench_runner_prints_throughput_and_resume_tables(tmp_path: Path) -> None:
     out = bench("bench_runner.py", "-n", "10", "--concurrency", "2", "--latency-ms", "10",
                 "--resume-tasks", "50", "--workdir", str(tmp_path))
@@ -61,9 +68,7 @@ def test_bench_sandbox_local_overhead_table() -> None:
 @pytest.mark.docker
 @pytest.mark.slow
 def test_bench_sandbox_docker_runner_table() -> None:
-    problem = docker_problem()
-    if problem:
-        unavailable(problem)
+    need_engine()
     out = bench("bench_sandbox.py", "-n", "2", "--backends", "docker", "--image", IMAGE,
                 "--runner-prompts", "4", "--max-sandboxes", "1,2", "--workers", "2", "--latency-ms", "10")
     assert "\ndocker " in out and "max_sandboxes" in out
@@ -73,9 +78,7 @@ def test_bench_sandbox_docker_runner_table() -> None:
 
 @pytest.mark.docker
 def test_bench_docker_per_call_table() -> None:
-    problem = docker_problem()
-    if problem:
-        unavailable(problem)
+    need_engine()
     out = bench("bench_docker.py", "--sessions", "1,2", "--prompts", "2", "--image", IMAGE,
                 "--override", "warm_pool=1")
     rows = [r for r in (line.split() for line in out.splitlines()) if len(r) == 5 and r[0] in ("1", "2")]
@@ -85,9 +88,7 @@ def test_bench_docker_per_call_table() -> None:
 
 @pytest.mark.docker
 def test_bench_docker_interleaves_variants() -> None:
-    problem = docker_problem()
-    if problem:
-        unavailable(problem)
+    need_engine()
     out = bench("bench_docker.py", "--sessions", "1", "--prompts", "1", "--image", IMAGE, "--rounds", "2",
                 "--variant", "sync=remove_in_background=false", "--variant", "bg=")
     assert "round 1: sync -> bg" in out and "round 2: bg -> sync" in out and "median over 2 round(s)" in out
@@ -109,9 +110,7 @@ def test_bench_verify_local_table() -> None:
 
 @pytest.mark.slow
 def test_bench_harbor_read_and_container_tables() -> None:
-    problem = docker_problem()
-    if problem:
-        unavailable(problem)
+    need_engine()
     out = bench("bench_harbor.py", "--tasks", "3", "--env-kb", "1", "-n", "1", "--image", IMAGE)
     assert "| 3 | 1 |" in out and "second/first" in out
     firsts = [line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| ") and "---" not in line]

@@ -16,16 +16,23 @@ def whole(body: dict) -> bytes:
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
-def test_the_requests_other_members_are_serialised_once_per_thread_while_they_are_the_same_objects(monkeypatch) -> None:
-    static = {"model": "m", "temperature": 0.7, "max_tokens": 1024, "extra": {"provider": {"order": ["a"]}}}
-    serialised: list[Any] = []
-    plain = enc.dumps
+def _record_calls(monkeypatch, module: Any, name: str) -> list[Any]:
+    """Replace module.name by a wrapper that records each argument it is called with (the real function
+    still answers); the list of those arguments."""
+    seen: list[Any] = []
+    plain = getattr(module, name)
 
-    def counting(value: Any) -> str:
-        serialised.append(value)
+    def recording(value: Any) -> Any:
+        seen.append(value)
         return plain(value)
 
-    monkeypatch.setattr(enc, "dumps", counting)
+    monkeypatch.setattr(module, name, recording)
+    return seen
+
+
+def test_the_requests_other_members_are_serialised_once_per_thread_while_they_are_the_same_objects(monkeypatch) -> None:
+    static = {"model": "m", "temperature": 0.7, "max_tokens": 1024, "extra": {"provider": {"order": ["a"]}}}
+    serialised = _record_calls(monkeypatch, enc, "dumps")
     enc.forget()
     conversation = [{"role": "user", "content": "héllo"}]
     for step in range(5):
@@ -78,14 +85,7 @@ def test_nulls_are_dropped_at_every_depth_descending_only_into_objects_and_array
     assert model._without_none(message) == _reference(message)
     assert model._without_none([None, "x", 3]) == [None, "x", 3]  # arrays keep their nulls, as before
     assert model._without_none("text") == "text"
-    calls: list[Any] = []
-    plain = model._without_none
-
-    def counting(value: Any) -> Any:
-        calls.append(value)
-        return plain(value)
-
-    monkeypatch.setattr(model, "_without_none", counting)
+    calls = _record_calls(monkeypatch, model, "_without_none")
     model._without_none(message)
     containers = [message, message["tool_calls"], message["tool_calls"][0], message["tool_calls"][0]["function"],
                   message["tool_calls"][0]["list"], message["tool_calls"][0]["list"][2],
