@@ -226,4 +226,6 @@ def test_a_command_whose_record_cannot_be_written_is_still_killed_and_reaped(tmp
     with pytest.raises(OSError):
         run_group(["/bin/sh", "-c", f"sleep 60 # {marker}"], cwd=str(tmp_path), env=clean_env(str(tmp_path)),
                   timeout=30, output_limit=1000, live=_Recorded(registry))
-    assert not _marked(marker)
+    # killed with its group: the shell is reaped; a child it forked may take a moment under load to die
+    # (the full suite at load ~40 saw it still there right after the kill), but it must go, not sleep on
+    assert all(_gone(pid) for pid in _marked(marker)), _marked(marker)
