@@ -108,8 +108,10 @@ class HostBackground:
         self.id, self.command, self.started = id_, command, time.time()
         self.log = OutputLog()
         self._live = live
+        # bufsize=0: stdin is written with os.write on its descriptor, so a buffered writer's 8 KiB
+        # buffer would be held unused for the command's whole life (one per background command)
         self._proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=self.log.file,
-                                      stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
+                                      stderr=subprocess.STDOUT, start_new_session=True, close_fds=True, bufsize=0)
         os.set_blocking(self._proc.stdin.fileno(), False)  # a command that never reads must not hang us
         live.add(self._proc.pid)
         self.flooding = False  # being stopped for flooding its log: not ended until the note is written

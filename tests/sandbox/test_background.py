@@ -181,3 +181,25 @@ def test_stdin_stays_open_while_other_commands_run(sandbox) -> None:
     assert done["status"] == "exited" and done["exit_code"] == 0
     assert call(sandbox, action="log", session_id=sid)["output"].splitlines() == [
         "ready", "got:line0", "got:line1", "got:line2", "eof"]
+
+
+def test_a_host_background_command_holds_no_stdin_buffer(tmp_path: Path) -> None:
+    # stdin is fed with os.write on its descriptor: a buffered writer would hold an unused 8 KiB buffer
+    # for each background command's whole life (1024 sessions, bench/RESULTS.md seventh pass)
+    import io
+
+    from hermes_exp.sandbox.background import HostBackground
+    from hermes_exp.sandbox.process import clean_env
+
+    bg = HostBackground("proc_000000000001", ["/bin/sh", "-c", "read line; echo got:$line"], "read",
+                        cwd=str(tmp_path), env=clean_env(str(tmp_path)), live=set())
+    try:
+        assert isinstance(bg._proc.stdin, io.FileIO)
+        bg.write(b"one\n")
+        bg.close_stdin()
+        deadline = time.time() + 10
+        while bg.exit_code() is None and time.time() < deadline:
+            time.sleep(0.02)
+        assert bg.exit_code() == 0
+    finally:
+        bg.kill()
