@@ -17,10 +17,17 @@ from typing import Any
 # Runs the CLI exactly as `python -m hermes_exp.cli ARGS` does, and at exit writes the runner's own
 # resource usage (RUSAGE_SELF: every thread of the runner) apart from that of the processes it ran
 # (RUSAGE_CHILDREN: tool commands), plus when imports ended, to the file named by HX_BENCH_RUSAGE.
+# The CPU of a start before hermes_exp.launch's re-exec stays in RUSAGE_SELF (it survives execve).
 # Peak memory is VmHWM, not ru_maxrss: Linux folds the pre-exec address space (this benchmark's own,
 # with vfork) into ru_maxrss, which would report the benchmark's memory as the runner's.
 WRAPPER = """
 import atexit, json, os, resource, runpy, sys, threading, time
+try:  # what the hermes-exp command does before anything else: start again with glibc's thread cache off
+    from hermes_exp.launch import reexec
+except ImportError:  # a runner from before hermes_exp/launch.py
+    reexec = None
+if reexec is not None:
+    reexec()
 _TOOLS = {"calls": 0, "cpu": 0.0}
 _TOOLS_LOCK = threading.Lock()
 def _timed_tools():
