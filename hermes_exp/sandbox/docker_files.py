@@ -24,11 +24,9 @@ def stat(api: Any, cid: str, full: str) -> dict[str, Any] | None:
         stream, found = api.get_archive(cid, full)
     except _docker().errors.NotFound:
         return None
-    except _docker().errors.APIError as exc:
+    except _engine_errors() as exc:
         if _path_problem(exc):  # the agent's path, not the engine: no such file there
             return None
-        raise SandboxError(f"cannot reach container {cid[:12]}: {exc}") from exc
-    except _engine_errors() as exc:
         raise SandboxError(f"cannot reach container {cid[:12]}: {exc}") from exc
     found["_stream"] = stream
     return found
