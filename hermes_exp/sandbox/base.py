@@ -70,6 +70,11 @@ class SandboxFactory(Protocol):
     def shutdown(self) -> None: ...
 
 
+# why a file tool cannot write a path the agent gave (its mistake, a tool error), the same on every backend
+THROUGH_A_FILE = "a directory on its path is a file"
+NAME_TOO_LONG = "a name on its path is too long"
+
+
 def confine(workdir: str, path: str) -> str:
     """Return `path` as a path relative to `workdir`, refusing any path that escapes it."""
     if not isinstance(path, str) or not path.strip():

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from hermes_exp.errors import SandboxError, ToolError
-from hermes_exp.sandbox.base import confine
+from hermes_exp.sandbox.base import NAME_TOO_LONG, THROUGH_A_FILE, confine
 from hermes_exp.sandbox.docker_engine import _docker, _engine_errors
 
 MODE_DIR, MODE_SYMLINK = 1 << 31, 1 << 27  # Go os.FileMode bits in the archive stat header
@@ -90,7 +90,7 @@ def write_file(api: Any, cid: str, workdir: str, path: str, data: bytes) -> None
         api.put_archive(cid, workdir, buf.getvalue())
     except _docker().errors.APIError as exc:
         if _path_problem(exc):
-            why = "a directory on its path is a file" if "not a directory" in str(exc) else "a name on its path is too long"
+            why = THROUGH_A_FILE if "not a directory" in str(exc) else NAME_TOO_LONG
             raise ToolError(f"cannot write {path}: {why}") from exc
         raise ToolError(f"cannot write {path}: {exc.explanation or exc}") from exc
     except _engine_errors() as exc:

@@ -14,7 +14,7 @@ from typing import Any
 from hermes_exp.errors import SandboxError, ToolError
 from hermes_exp.sandbox import options
 from hermes_exp.sandbox.background import BackgroundSet, HostBackground
-from hermes_exp.sandbox.base import READ_LIMIT, ExecResult, confine
+from hermes_exp.sandbox.base import NAME_TOO_LONG, READ_LIMIT, THROUGH_A_FILE, ExecResult, confine
 from hermes_exp.sandbox.process import clean_env, kill_group, run_group
 from hermes_exp.sandbox.reaper import GROUP, ProcRegistry
 from hermes_exp.sandbox.taskdirs import TaskDirs
@@ -124,11 +124,11 @@ class LocalSandbox:
         except IsADirectoryError:
             raise ToolError(f"{path} is a directory") from None
         except (NotADirectoryError, FileExistsError):  # the agent's mistake, not the sandbox's failure
-            raise ToolError(f"cannot write {path}: a directory on its path is a file") from None
+            raise ToolError(f"cannot write {path}: {THROUGH_A_FILE}") from None
         except OSError as exc:
             if exc.errno != errno.ENAMETOOLONG:
                 raise
-            raise ToolError(f"cannot write {path}: a name on its path is too long") from None
+            raise ToolError(f"cannot write {path}: {NAME_TOO_LONG}") from None
         try:
             view = memoryview(data)
             while view:
