@@ -75,14 +75,15 @@ def run(settings: dict[str, Any], on_locked: Callable[[], None] | None = None) -
     `on_locked` runs once this invocation holds the run directory (the CLI saves its config snapshot
     there: a refused second invocation must not overwrite the running one's)."""
     secret_guard.check_settings(settings)  # a key typed into a config file: refused before it is saved
-    if settings.get("action", "run") != "export":
-        settings = mcp.with_discovered(settings)  # MCP servers' tools, listed once, before anything else
     check_basics(settings)
     run_dir = Path(settings["run_dir"]).resolve()
     prepared = Prepared(settings, run_dir)
-    # Every toolset's tools are built only when this invocation may run something: a settled run's
-    # no-op skips that (prepare.py); should its plan find work after all, they are checked before it runs.
+    # Every toolset's tools are built, and every MCP server started to list its tools, only when this
+    # invocation may run something: a settled run's no-op skips both (prepare.py); should its plan find
+    # work after all, they are made before it runs.
     unchecked = settings.get("action", "run") == "run" and prepared.settled()
+    if settings.get("action", "run") != "export" and not unchecked:
+        settings = mcp.with_discovered(settings)  # MCP servers' tools, listed once, before anything else
     if not unchecked:
         check_toolsets(settings)
     sandbox_options.check(settings.get("sandbox"))  # before the run directory is claimed by this config
@@ -101,8 +102,8 @@ def run(settings: dict[str, Any], on_locked: Callable[[], None] | None = None) -
             from hermes_exp.score_action import score_run
 
             return score_run(settings, run_dir, identity_hash(settings), on_locked)
-        return _run(settings, prepared, on_locked or (lambda: None),
-                    (lambda: check_toolsets(settings)) if unchecked else None)
+        return _run(settings.get("mcp_tools"), prepared, on_locked or (lambda: None),
+                    _late_checks if unchecked else None)
     except (OSError, sqlite3.Error) as exc:
         error = storage_error(exc, run_dir)
         if error is None:
@@ -110,12 +111,22 @@ def run(settings: dict[str, Any], on_locked: Callable[[], None] | None = None) -
         raise error from exc
 
 
-def _run(settings: dict[str, Any], prepared: Prepared, on_locked: Callable[[], None],
-         unchecked: Callable[[], Any] | None) -> int:
-    """`unchecked`: the start-up checks skipped because the run looked settled, made if it has work."""
-    wanted = intent(settings)
+def _late_checks(settings: dict[str, Any]) -> dict[str, Any]:
+    """The start-up work a run that looked settled skipped, made once its plan found work after all."""
+    settings = mcp.with_discovered(settings)
+    check_toolsets(settings)
+    return settings
+
+
+def _run(mcp_tools: dict[str, Any] | None, prepared: Prepared, on_locked: Callable[[], None],
+         unchecked: Callable[[dict[str, Any]], dict[str, Any]] | None) -> int:
+    """`mcp_tools`: what discovery found (none when skipped); `unchecked`: the start-up work skipped
+    because the run looked settled, made if it has work (it returns the settings with the MCP tools)."""
     run_dir, identity, dataset = prepared.run_dir, prepared.identity, prepared.dataset
     selection, k, settings = prepared.selection, prepared.pilot, prepared.verified
+    wanted = intent(prepared.settings)
+    if mcp_tools:
+        settings = {**settings, "mcp_tools": mcp_tools}
     run_dir.mkdir(parents=True, exist_ok=True)
     # The rows are spooled as they are keyed (an unlinked file: nothing is left behind by a kill), so
     # a dataset rewritten during the run cannot make a task run content other than its key's.
@@ -132,7 +143,9 @@ def _run(settings: dict[str, Any], prepared: Prepared, on_locked: Callable[[], N
                 found, (todo, again, chosen, gone, total) = plan_invocation(ledger, cache, found, scan, selection,
                                                                             wanted, k)
                 if unchecked and (todo or again):
-                    unchecked()  # it looked settled at start-up, and another invocation changed that since
+                    settings = unchecked(settings)  # it looked settled at start-up; another invocation changed that
+                elif unchecked and mcp.server_specs(settings):  # settled: the export knows the tools the ledger kept
+                    settings = {**settings, "mcp_tools": json.loads(ledger.meta("mcp_tools") or "{}")}
                 if gone:
                     print(f"{gone} task(s) in the ledger are no longer in the dataset (rows edited or removed): "
                           "kept in the ledger, left out of the outputs and statistics", file=sys.stderr)

@@ -1,6 +1,6 @@
 """A tiny MCP server for the tests (the official SDK's MCPServer, formerly FastMCP).
 
-usage: python tests/mcp_server.py stdio | python tests/mcp_server.py http PORT
+usage: python tests/mcp_server.py stdio [MARKER [STARTS]] | python tests/mcp_server.py http PORT
 """
 
 from __future__ import annotations
@@ -38,6 +38,9 @@ def fail(message: str) -> str:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 3:  # stdio MARKER STARTS: each start appends a line to the file STARTS
+        with open(sys.argv[3], "a", encoding="utf-8") as starts:
+            starts.write(f"{os.getpid()}\n")
     if sys.argv[1] == "http":
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:

@@ -122,3 +122,46 @@ def test_work_found_under_the_lock_is_checked_before_it_runs(tmp_path: Path, moc
         run(settings, on_locked=another_invocation_writes)
     assert _tasks(db)[1] == (1, "error", "provider")  # not run
     assert _invocations(db) == invocations  # refused at start-up, not by the dispatch's own preflight
+
+
+def _starts(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def test_a_settled_no_op_starts_no_mcp_server_and_work_found_late_starts_them(
+        tmp_path: Path, mock_server, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("mcp")
+    starts = tmp_path / "starts.log"
+    server = Path(__file__).parent / "mcp_server.py"
+    _, _, args = aged_run(tmp_path, mock_server.base_url, "mcp")
+    args = [*args, f"+mcp.servers.calc.command={sys.executable}", f"+mcp.servers.calc.args=['{server}',stdio,-,{starts}]",
+            "+distribution.toolsets.calc=100"]
+    out = tmp_path / "outputs" / "mcp"
+    for _ in range(2):  # runs the tasks, then plans from the cached scan and keeps the verdict
+        assert _cli(tmp_path, args)[0].returncode == 0
+    exported = (out / "trajectories.jsonl").read_bytes(), (out / "statistics.json").read_bytes()
+    assert b"mcp_calc_add" in exported[0] and b"mcp_calc_add" in exported[1]
+    started = _starts(starts)
+    assert started >= 2  # discovery, then a server for the work
+    for _ in range(2):  # the second exports again (statistics.json removed): the tools the ledger kept
+        settled, _ = _cli(tmp_path, args)
+        assert settled.returncode == 0 and "nothing to run: all 4 tasks" in settled.stderr, settled.stderr
+        (out / "statistics.json").unlink()
+    assert _starts(starts) == started  # no server started to list tools nothing will call
+    assert _cli(tmp_path, args)[0].returncode == 0
+    assert ((out / "trajectories.jsonl").read_bytes(), (out / "statistics.json").read_bytes()) == exported
+
+    monkeypatch.chdir(tmp_path)
+    settings = compose_settings(config_dir(), [*args, f"run_dir={out}"])
+    assert Prepared(dict(settings), out).settled()
+
+    def another_invocation_writes() -> None:  # once run() holds the lock: a provider error, retried by default
+        with sqlite3.connect(out / "ledger.db") as conn:
+            conn.execute("UPDATE tasks SET state = 'error', error_class = 'provider' WHERE prompt_index = 1")
+
+    from hermes_exp.run import run
+
+    assert run(settings, on_locked=another_invocation_writes) == 0
+    assert _starts(starts) >= started + 2  # discovered under the lock, then used by the re-run task
+    again = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
+    assert again[1]["tool_stats"]["mcp_calc_add"]["success"] == 1, again[1]["tool_stats"]
