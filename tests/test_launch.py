@@ -59,3 +59,17 @@ def test_the_launcher_runs_the_cli() -> None:
     code = "import sys; sys.argv = ['hermes-exp', '--list-toolsets']; from hermes_exp.launch import main; main()"
     out = _run(code, None).stdout
     assert "terminal" in out
+
+
+
+@glibc
+def test_python_m_hermes_exp_is_the_command_with_its_restart(tmp_path: Path) -> None:
+    (tmp_path / "sitecustomize.py").write_text(  # each interpreter start says what it was started with
+        "import os, sys; print('started with', os.environ.get('GLIBC_TUNABLES'), file=sys.stderr)\n")
+    env = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), *filter(None, [env.get("PYTHONPATH")])])
+    done = subprocess.run([sys.executable, "-m", "hermes_exp", "--list-toolsets"], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0 and "terminal" in done.stdout, done.stderr
+    starts = [line for line in done.stderr.splitlines() if line.startswith("started with")]
+    assert starts == ["started with None", "started with glibc.malloc.tcache_count=0"], done.stderr
