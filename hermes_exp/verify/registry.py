@@ -17,13 +17,13 @@ from omegaconf import OmegaConf
 
 from hermes_exp.dataset import canonical_json
 from hermes_exp.errors import ConfigError
-from hermes_exp.verify import options
+from hermes_exp.verify import options, preset
 from hermes_exp.verify.base import Verifier, VerifyContext
 
 NONE = "none"
 # Keys that change how a verification runs, not what it concludes.
 NOT_IDENTITY = ("keep_workdir", "archive_on_error", "archive_max_mb", "timeout_seconds", "details_chars",
-                "description")
+                "description", *preset.KEYS)  # a preset's model and provider are
 # Row fields that override the verifier option of the same name (e.g. a row's own "match").
 ROW_OPTION_NAMES = ("match", "case_sensitive", "normalize_whitespace", "rel_tol", "abs_tol")
 JUDGE_MODEL_NOT_IDENTITY = ("api_key_env", "base_url", "timeout", "retry", "rate_limit", "pricing", "mock_server")
@@ -41,7 +41,8 @@ def load_options(settings: dict[str, Any], conf_dir: Path) -> dict[str, dict[str
         root.verifier = OmegaConf.load(path)
         options[path.stem] = OmegaConf.to_container(root.verifier, resolve=True)
     options[str(chosen.get("kind", NONE))] = copy.deepcopy(chosen)
-    return options
+    return {name: preset.resolve(option, settings) if option.get("kind") == "judge" else option
+            for name, option in options.items()}
 
 
 SIMPLE_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:\.[A-Za-z0-9_]+)*\}")
@@ -70,6 +71,9 @@ def effective(options: dict[str, dict[str, Any]], chosen: str, row: dict[str, An
     if isinstance(spec, dict):
         overrides = {k: v for k, v in spec.items() if k not in ("kind", "_target_")}
         spec = spec.get("kind")
+        if any(key in overrides for key in preset.KEYS):
+            raise ConfigError(f"a row's verifier cannot choose the judge's model preset: {row['verifier']!r}",
+                              "set verifier.preset for the run, or give the row's judge \"model\" and \"provider\" whole")
     if not isinstance(spec, str) or spec not in options:
         raise ConfigError(f"unknown verifier {spec!r}",
                           f"name one of: {', '.join(sorted(options))} (conf/verifier/), e.g. \"verifier\": \"answer\"")
