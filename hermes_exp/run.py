@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 EXIT_OK, EXIT_TASK_ERRORS, EXIT_INTERRUPTED = 0, 3, 130
 ACTIONS = ("run", "export", "compress", "score")
 OUTPUT_GLOBS = ("ledger.db*", "trajectories.jsonl", "batch_*.jsonl", "statistics.json", "passed.jsonl",
-                "failed.jsonl", "archives")
+                "failed.jsonl", "archives", ".export-index")
 
 
 @contextmanager

@@ -21,25 +21,37 @@ class BatchPlaces:
         self._end = 0
 
     def add(self, batch_num: int | None, line: str) -> None:
-        size = len(line.encode("utf-8"))
+        self.add_size(batch_num, len(line.encode("utf-8")))
+
+    def add_size(self, batch_num: int | None, size: int) -> None:
         self.batches.append(NO_BATCH if batch_num is None else batch_num)
         self.offsets.append(self._end)
         self.lengths.append(size)
         self._end += size
 
-    def write(self, source: Path, run_dir: Path) -> None:
-        """Write every batch file from `source` (the trajectories.jsonl the places point into); remove the
-        batch files of batches that no longer hold a kept line."""
+    def write(self, source: Path, run_dir: Path, unchanged: frozenset[str] = frozenset()) -> dict[str, int]:
+        """Write every batch file from `source` (the trajectories.jsonl the places point into), but those
+        named in `unchanged` (known to hold these very bytes already); remove the batch files of batches
+        that no longer hold a kept line. Returns each batch file's name and its number of lines."""
         order = sorted(range(len(self.batches)), key=self.batches.__getitem__)  # stable: dataset order kept
-        written: set[str] = set()
+        written: dict[str, int] = {}
         with source.open("rb") as lines:
             for batch, group in groupby(order, key=self.batches.__getitem__):
-                name = f"batch_{'None' if batch == NO_BATCH else batch}.jsonl"
-                written.add(name)
+                name = batch_name(batch)
+                if name in unchanged:
+                    written[name] = sum(1 for _ in group)
+                    continue
+                written[name] = 0
                 with atomic_writer(run_dir / name, binary=True) as out:
                     for n in group:
+                        written[name] += 1
                         lines.seek(self.offsets[n])
                         out.write(lines.read(self.lengths[n]))
         for stale in run_dir.glob("batch_*.jsonl"):
             if stale.name not in written:
                 stale.unlink()
+        return written
+
+
+def batch_name(batch: int | None) -> str:
+    return f"batch_{'None' if batch in (None, NO_BATCH) else batch}.jsonl"

@@ -6,6 +6,7 @@ the old file or the new one, never a torn line. An unchanged file is not touched
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,32 +15,34 @@ from typing import Any
 
 from hermes_exp.errors import LedgerError
 from hermes_exp.store.atomic import atomic_writer
-from hermes_exp.store.batches import BatchPlaces
-from hermes_exp.store.formats import write_formats
+from hermes_exp.store.batches import BatchPlaces, batch_name
+from hermes_exp.store.export_reuse import INDEX, OPENAI_FILE, Previous, Recorder, Stale, settings_key
+from hermes_exp.store.export_rows import Tasks
+from hermes_exp.store.formats import chosen_formats, write_parquet
 from hermes_exp.store.ledger import Ledger
-from hermes_exp.store.sharegpt import system_mode, trajectory
+from hermes_exp.store.sharegpt import system_mode
 from hermes_exp.store.stats import StatsBuilder, dumps
 from hermes_exp.store.samples import Selection
 from hermes_exp.tools.registry import Registry
 
 
-def _line(row: dict[str, Any], model: str, system: str, registry: Registry, result: dict[str, Any],
-          score: dict[str, Any] | None) -> str:
-    line = trajectory(row, result, result.get("row", {}), model, system, registry, score)
-    return json.dumps(line, ensure_ascii=False) + "\n"
-
-
+log = logging.getLogger(__name__)
 EXPORT_VERSION = 2  # bump when the export code changes what it writes
 SPLITS = ("passed.jsonl", "failed.jsonl")
+TRAJECTORIES = "trajectories.jsonl"
+
+
+def _used(settings: dict[str, Any]) -> list[Any]:
+    """The settings the outputs depend on."""
+    outputs = settings.get("outputs") or {}
+    return [EXPORT_VERSION, settings["model"]["name"], settings["run_name"], settings["distribution"]["name"],
+            settings["batch_size"], outputs.get("formats"), system_mode(settings), settings.get("verifier"),
+            settings.get("samples_per_prompt", 1), settings.get("selection"), outputs.get("splits")]
 
 
 def _stamp(ledger: Ledger, settings: dict[str, Any]) -> str:
-    outputs = settings.get("outputs") or {}
-    used = [EXPORT_VERSION, settings["model"]["name"], settings["run_name"], settings["distribution"]["name"],
-            settings["batch_size"], outputs.get("formats"), system_mode(settings), settings.get("verifier"),
-            settings.get("samples_per_prompt", 1), settings.get("selection"), outputs.get("splits")]
     scores = ledger.db.execute("SELECT COUNT(*), MAX(scored_at) FROM scores").fetchone()
-    return json.dumps([ledger.fingerprint(), ledger.meta("dataset_tasks"), list(scores), used], default=str)
+    return json.dumps([ledger.fingerprint(), ledger.meta("dataset_tasks"), list(scores), _used(settings)], default=str)
 
 
 def export(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> dict[str, Any]:
@@ -49,8 +52,25 @@ def export(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> dict[str,
     stats_file = run_dir / "statistics.json"
     if ledger.meta("export_stamp") == stamp and stats_file.is_file() and (run_dir / "trajectories.jsonl").is_file():
         return json.loads(stats_file.read_text(encoding="utf-8"))
-    _refuse_shrink(ledger, run_dir, settings)
-    statistics = _export(ledger, run_dir, settings)
+    registry = Registry.from_settings(settings)
+    key = settings_key(_used(settings), registry.known_tools, settings)
+    indexed = (run_dir / INDEX).is_file()
+    previous = Previous.open(run_dir, key)  # None: every line is rendered
+    try:
+        _refuse_shrink(ledger, run_dir, settings, previous.lines(TRAJECTORIES) if previous is not None else None)
+        tasks = Tasks(ledger, settings, registry, previous)
+        try:
+            statistics = _export(ledger, run_dir, settings, tasks, key)
+        except Stale:  # the index pointed at a line that is not there: render every line
+            statistics = _export(ledger, run_dir, settings, tasks := Tasks(ledger, settings, registry, None), key)
+        if tasks.previous is not None:
+            log.info("export: %d of %d task(s) rendered, the others' lines copied from the last export",
+                     tasks.rendered, tasks.seen)
+        elif indexed:
+            log.info("export: every line rendered (the settings or the output files changed since the last export)")
+    finally:
+        if previous is not None:
+            previous.close()
     ledger.set_meta({"export_stamp": stamp})
     return statistics
 
@@ -62,12 +82,12 @@ def _count_lines(path: Path) -> int:
         return sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
 
 
-def _refuse_shrink(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> None:
+def _refuse_shrink(ledger: Ledger, run_dir: Path, settings: dict[str, Any], counted: int | None) -> None:
     """An export never silently drops trajectories an earlier export wrote: a run whose ledger now keeps
     fewer tasks than trajectories.jsonl holds leaves every output as it is, unless the user asks
     (outputs.allow_shrink=true, or action=export, which re-applies filters on purpose)."""
-    path = run_dir / "trajectories.jsonl"
-    before = _count_lines(path)
+    path = run_dir / TRAJECTORIES
+    before = _count_lines(path) if counted is None else counted  # the index's count, of this very file
     if not before:
         return
     now = ledger.db.execute("SELECT COUNT(*) FROM tasks WHERE state = 'done'").fetchone()[0]
@@ -84,35 +104,95 @@ def _refuse_shrink(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> N
         f"run_name={settings.get('run_name')} (same config); or move {path.name} away first")
 
 
-def _export(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> dict[str, Any]:
-    model, system = settings["model"]["name"], system_mode(settings)
-    registry = Registry.from_settings(settings)
-    stats = StatsBuilder(registry.known_tools)
-    chosen = Selection(ledger, settings)
+def _export(ledger: Ledger, run_dir: Path, settings: dict[str, Any], tasks: Tasks, key: str) -> dict[str, Any]:
+    stats = StatsBuilder(tasks.registry.known_tools)
+    chosen = Selection(ledger, settings, ranked=tasks.ranked)
     splits = bool((settings.get("outputs") or {}).get("splits"))
-    places = BatchPlaces()
-    with atomic_writer(run_dir / "trajectories.jsonl") as out, _splits(run_dir, splits) as split:
-        for row in ledger.rows():
-            if not chosen.visible(row):
-                continue
-            result = json.loads(row["result"]) if row["state"] in ("done", "filtered") and row["result"] else None
-            score = chosen.score(row, result) if result is not None else None
-            stats.add(row, result if row["state"] == "done" else None, score)
-            if result is None:
-                continue
-            line = None
-            if row["state"] == "done" and chosen.keep(row, score):
-                out.write(line := _line(row, model, system, registry, result, score))
-                places.add(row["batch_num"], line)
-            if split is not None and _in_splits(row, score):
-                split[0 if score["passed"] else 1].write(line or _line(row, model, system, registry, result, score))
-    places.write(run_dir / "trajectories.jsonl", run_dir)
-    write_formats(ledger, run_dir, settings, chosen, registry)
-    known = ledger.meta("dataset_tasks")
-    statistics = stats.build(settings, ledger.invocations(), int(known) if known else None)
-    with atomic_writer(run_dir / "statistics.json") as out:
-        out.write(dumps(statistics))
+    openai = "openai" in chosen_formats(settings)
+    places, kept = BatchPlaces(), _Kept()
+    record = Recorder(run_dir)
+    try:
+        with atomic_writer(run_dir / TRAJECTORIES, binary=True) as out, _splits(run_dir, splits) as split, \
+                _optional(run_dir / OPENAI_FILE, openai) as oa:
+            files = _write(tasks, chosen, stats, [out, *(split or (None, None))], oa, places, kept, record)
+        batches = places.write(run_dir / TRAJECTORIES, run_dir, kept.unchanged(tasks.previous))
+        if "parquet" in chosen_formats(settings):
+            write_parquet(run_dir)
+        known = ledger.meta("dataset_tasks")
+        statistics = stats.build(settings, ledger.invocations(), int(known) if known else None)
+        with atomic_writer(run_dir / "statistics.json") as fh:
+            fh.write(dumps(statistics))
+        if tasks.previous is not None:
+            tasks.previous.close()  # the files it read are replaced: the old index goes with them
+        record.commit(key, {OPENAI_FILE: None, **files}, batches)
+    except BaseException:
+        record.abort()
+        raise
     return statistics
+
+
+def _write(tasks: Tasks, chosen: Selection, stats: StatsBuilder, outs: list[Any], oa: Any, places: BatchPlaces,
+           kept: _Kept, record: Recorder) -> dict[str, int | None]:
+    """Every visible task's lines into trajectories.jsonl, the splits and the OpenAI file (each task's
+    line made once), its statistics, its batch place and its index record; the lines each file got."""
+    ends = [0, 0, 0]  # bytes written to trajectories.jsonl, passed.jsonl, failed.jsonl
+    counts = [0, 0, 0]
+    oa_end = oa_count = 0
+    for task in tasks.each(chosen.visible):
+        row, score = task.row, task.score
+        done = row["state"] == "done"
+        stats.add(row, task.facts if done else None, score)
+        if task.facts is None:
+            if done and oa is not None:  # a done row without a result: its OpenAI record, as it always was
+                empty = tasks.book.get(row["key"], {})
+                if chosen.keep(row, empty):
+                    oa_end, oa_count = oa_end + oa.write(tasks.openai_line(task, empty)), oa_count + 1
+            continue
+        line, source, where, oa_at = None, 0, (0, 0, 0), (0, -1)
+        if done and chosen.keep(row, score):
+            line, source = tasks.line(task)
+            outs[0].write(line)
+            where = (1, ends[0], len(line))
+            places.add_size(row["batch_num"], len(line))
+            kept.add(row["batch_num"], source == 1)
+            if oa is not None:
+                text = tasks.openai_line(task, score)
+                oa_at = (oa_end, len(text))
+                oa_end, oa_count = oa_end + oa.write(text), oa_count + 1
+        if outs[1] is not None and _in_splits(row, score):
+            if line is None:
+                line, source = tasks.line(task)
+            n = 1 if score["passed"] else 2  # type: ignore[index]
+            outs[n].write(line)
+            where = where if where[0] else (n + 1, ends[n], len(line))
+            ends[n], counts[n] = ends[n] + len(line), counts[n] + 1
+        if where[0] == 1:
+            ends[0], counts[0] = ends[0] + where[2], counts[0] + 1
+        record.add(row["key"], task.version, row["prompt_index"], where, oa_at, task.shown, task.facts)
+    files: dict[str, int | None] = {TRAJECTORIES: counts[0]}
+    files.update({name: counts[n + 1] if outs[1] is not None else None for n, name in enumerate(SPLITS)})
+    if oa is not None:
+        files[OPENAI_FILE] = oa_count
+    return files
+
+
+class _Kept:
+    """Per batch: the kept lines, and those copied from the old trajectories.jsonl (the same line of the
+    same task in the same batch: a batch of only such lines, as many as it had, is the same file)."""
+
+    def __init__(self) -> None:
+        self.lines: dict[int | None, list[int]] = {}
+
+    def add(self, batch: int | None, copied: bool) -> None:
+        counts = self.lines.setdefault(batch, [0, 0])
+        counts[0] += 1
+        counts[1] += copied
+
+    def unchanged(self, previous: Previous | None) -> frozenset[str]:
+        if previous is None:
+            return frozenset()
+        return frozenset(batch_name(b) for b, (n, copied) in self.lines.items()
+                         if n == copied and previous.batch_kept(batch_name(b), n))
 
 
 def _in_splits(row: dict[str, Any], score: dict[str, Any] | None) -> bool:
@@ -129,5 +209,15 @@ def _splits(run_dir: Path, wanted: bool) -> Iterator[tuple[Any, Any] | None]:
             (run_dir / name).unlink(missing_ok=True)
         yield None
         return
-    with atomic_writer(run_dir / SPLITS[0]) as passed, atomic_writer(run_dir / SPLITS[1]) as failed:
+    with atomic_writer(run_dir / SPLITS[0], binary=True) as passed, \
+            atomic_writer(run_dir / SPLITS[1], binary=True) as failed:
         yield passed, failed
+
+
+@contextmanager
+def _optional(path: Path, wanted: bool) -> Iterator[Any]:
+    if not wanted:
+        yield None
+        return
+    with atomic_writer(path, binary=True) as out:
+        yield out

@@ -201,18 +201,29 @@ class Ledger:
                             [state, reason, time.time(), key])
 
     # -- reading ----------------------------------------------------------------------------
-    def rows(self, states: tuple[str, ...] | None = None, order: str = "prompt_index, key") -> Iterator[dict[str, Any]]:
+    def rows(self, states: tuple[str, ...] | None = None, order: str = "prompt_index, key",
+             results: bool = True) -> Iterator[dict[str, Any]]:
         """Rows (dataset order by default), streamed, with `tools` (the tool list sent, JSON text);
-        result JSON is decoded by the caller."""
+        result JSON is decoded by the caller. Without `results`, neither `result` nor `tools` (see
+        `result_of`)."""
         clauses = [f"state IN ({','.join('?' * len(states))})" if states else "", self._selected()]
         where = " AND ".join(c for c in clauses if c)
         where = f"WHERE {where}" if where else ""
-        cursor = self.db.execute(f"SELECT tasks.*, tool_lists.tools AS tools FROM tasks LEFT JOIN tool_lists "
-                                 f"ON tool_lists.hash = tasks.tools_hash {where} ORDER BY {order}",
-                                 list(states or ()))
+        if results:
+            columns = "tasks.*, tool_lists.tools AS tools FROM tasks LEFT JOIN tool_lists ON tool_lists.hash = tasks.tools_hash"
+        else:
+            names = [c[1] for c in self.db.execute("PRAGMA table_info(tasks)") if c[1] != "result"]
+            columns = ", ".join(f'tasks."{n}"' for n in names) + " FROM tasks"
+        cursor = self.db.execute(f"SELECT {columns} {where} ORDER BY {order}", list(states or ()))
         names = [d[0] for d in cursor.description]
         for values in cursor:
             yield dict(zip(names, values))
+
+    def result_of(self, key: str) -> tuple[str | None, str | None]:
+        """A task's raw result (JSON text) and the tool list it was sent (`rows` without results)."""
+        found = self.db.execute("SELECT tasks.result, tool_lists.tools FROM tasks LEFT JOIN tool_lists "
+                                "ON tool_lists.hash = tasks.tools_hash WHERE tasks.key = ?", [key]).fetchone()
+        return (found[0], found[1]) if found else (None, None)
 
     def fingerprint(self) -> str:
         """Changes whenever anything the exports are made of changes (rows, spend, invocations)."""

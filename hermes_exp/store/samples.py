@@ -5,6 +5,7 @@ the passing sample with the highest reward (ties: fewer turns, then the lower sa
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from hermes_exp.errors import ConfigError
@@ -29,11 +30,15 @@ def turns(result: dict[str, Any]) -> int:
 class Selection:
     """What an export needs per ledger row: is it visible, what is its score, is it selected."""
 
-    def __init__(self, ledger: Ledger, settings: dict[str, Any]) -> None:
+    def __init__(self, ledger: Ledger, settings: dict[str, Any], ranked: Any = None) -> None:
+        """`ranked`: given a Selection, yields (row, score, turns) of every visible `done` sample in dataset
+        order (best_of_n's input; by default decoded from the ledger's results)."""
         self.mode = selection_mode(settings)
         self.samples = int(settings.get("samples_per_prompt", 1) or 1)
         self.book = ScoreBook(ledger, settings)
-        self._best = self._choose(ledger) if self.mode == "best_of_n" else set()
+        self._best: set[str] = set()
+        if self.mode == "best_of_n":
+            self._best = best_keys(ranked(self) if ranked is not None else self._ranked(ledger))
 
     def visible(self, row: dict[str, Any]) -> bool:
         """Samples beyond samples_per_prompt (it was lowered) stay in the ledger, out of every export."""
@@ -50,18 +55,22 @@ class Selection:
             return bool((score or {}).get("passed"))
         return row["key"] in self._best
 
-    def _choose(self, ledger: Ledger) -> set[str]:
-        """One pass in dataset order: the best passing sample of each prompt (one key per prompt kept)."""
-        best: dict[int, tuple[tuple[float, int, int], str]] = {}
+    def _ranked(self, ledger: Ledger) -> Iterator[tuple[dict[str, Any], dict[str, Any] | None, int]]:
         for row in ledger.rows(("done",)):
-            if not self.visible(row):
-                continue
-            result = json.loads(row["result"] or "{}")
-            score = self.score(row, result) or {}
-            if not score.get("passed"):
-                continue
-            rank = (-(score.get("reward") or 0.0), turns(result), row.get("sample") or 0)
-            index = row["prompt_index"]
-            if index not in best or rank < best[index][0]:
-                best[index] = (rank, row["key"])
-        return {key for _, key in best.values()}
+            if self.visible(row):
+                result = json.loads(row["result"] or "{}")
+                yield row, self.score(row, result), turns(result)
+
+
+def best_keys(ranked: Iterable[tuple[dict[str, Any], dict[str, Any] | None, int]]) -> set[str]:
+    """One pass in dataset order: the best passing sample of each prompt (one key per prompt kept)."""
+    best: dict[int, tuple[tuple[float, int, int], str]] = {}
+    for row, score, n_turns in ranked:
+        score = score or {}
+        if not score.get("passed"):
+            continue
+        rank = (-(score.get("reward") or 0.0), n_turns, row.get("sample") or 0)
+        index = row["prompt_index"]
+        if index not in best or rank < best[index][0]:
+            best[index] = (rank, row["key"])
+    return {key for _, key in best.values()}

@@ -9,8 +9,25 @@ from datetime import datetime, timezone
 from typing import Any
 
 from hermes_exp.store.reasoning import has_reasoning
-from hermes_exp.store.sharegpt import count_calls
 from hermes_exp.verify.metrics import VerifyStats
+
+def facts(result: dict[str, Any]) -> dict[str, Any]:
+    """What statistics.json takes from one raw result (small, JSON: the export keeps it per task, so
+    an unchanged task's result is not decoded again): completed, providers, tool calls per name
+    (count, failures: the rule of sharegpt.count_calls), assistant turns and those with reasoning."""
+    tools: dict[str, list[int]] = {}
+    for call in result.get("tool_calls") or []:
+        name = call.get("name")
+        if isinstance(name, str):  # only a run's known tools (names) are counted
+            entry = tools.setdefault(name, [0, 0])
+            entry[0] += 1
+            entry[1] += bool(call.get("failed"))
+    assistant = [m for m in result.get("messages") or [] if m.get("role") == "assistant"]
+    return {"completed": int(bool(result.get("completed"))),
+            "served_by": [u["served_by"]["provider"] for u in result.get("usage", [])
+                          if (u.get("served_by") or {}).get("provider")],
+            "tools": tools, "turns": len(assistant), "reasoning_turns": sum(map(has_reasoning, assistant))}
+
 
 TOKEN_KEYS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens", "cache_write_tokens")
 
@@ -35,9 +52,9 @@ class StatsBuilder:
         self.last_finished = 0.0
         self.verification = VerifyStats()
 
-    def add(self, row: dict[str, Any], result: dict[str, Any] | None, score: dict[str, Any] | None = None) -> None:
-        """`result`: the decoded raw result of a kept task (None otherwise); `score`: the sample's
-        score under the current verifier (None when not verified)."""
+    def add(self, row: dict[str, Any], facts: dict[str, Any] | None, score: dict[str, Any] | None = None) -> None:
+        """`facts`: what the statistics take from a kept task's raw result (`facts(result)`; None
+        otherwise); `score`: the sample's score under the current verifier (None when not verified)."""
         self.verification.add(row, score)
         self.states[row["state"]] += 1
         for key in TOKEN_KEYS:
@@ -51,20 +68,22 @@ class StatsBuilder:
             self.errors[row["error_class"] or "unknown"] += 1
         if row["state"] in ("done", "filtered") and row.get("stop_reason"):
             self.stops[row["stop_reason"]] += 1
-        if row["state"] != "done" or result is None:
+        if row["state"] != "done" or facts is None:
             return
         if row.get("context_tokens"):
             self.lengths.append(row["context_tokens"])
         self.batches.add(row["batch_num"])
-        self.completed += bool(result.get("completed"))
-        self.served_by.update(u["served_by"]["provider"] for u in result.get("usage", [])
-                              if (u.get("served_by") or {}).get("provider"))
+        self.completed += facts["completed"]
+        self.served_by.update(facts["served_by"])
         self.last_finished = max(self.last_finished, row["finished_at"] or 0)
-        count_calls(result.get("tool_calls", []), self.tools)
-        for message in result.get("messages", []):
-            if message.get("role") == "assistant":
-                self.reasoning["total_assistant_turns"] += 1
-                self.reasoning["turns_with_reasoning"] += has_reasoning(message)
+        for name, (count, failed) in facts["tools"].items():
+            entry = self.tools.get(name)
+            if entry is not None:  # a tool the run does not know (a hallucinated name) is not counted
+                entry["count"] += count
+                entry["failure"] += failed
+                entry["success"] += count - failed
+        self.reasoning["total_assistant_turns"] += facts["turns"]
+        self.reasoning["turns_with_reasoning"] += facts["reasoning_turns"]
 
     def build(self, settings: dict[str, Any], invocations: list[dict[str, Any]],
               dataset_tasks: int | None = None) -> dict[str, Any]:

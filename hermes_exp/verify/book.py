@@ -22,18 +22,23 @@ class ScoreBook:
 
     def vid(self, row: dict[str, Any]) -> str | None:
         """The identity of the verifier this row gets now (None: not verified)."""
-        spec = json.dumps([row.get("verifier"), [row.get(k) for k in registry.ROW_OPTION_NAMES]],
-                          sort_keys=True, default=str)
+        return self.spec_vid(spec(row))
+
+    def spec_vid(self, spec: str) -> str | None:
+        """`vid` of a row given by its `spec` (what of a row chooses its verifier)."""
         if spec not in self._vids:
             try:
-                cfg = registry.effective(self.scorer.options, self.scorer.chosen, row)
+                cfg = registry.effective(self.scorer.options, self.scorer.chosen, json.loads(spec))
             except Exception:
                 cfg = None
             self._vids[spec] = registry.identity(cfg) if cfg else None
         return self._vids[spec]
 
     def get(self, key: str, row: dict[str, Any]) -> dict[str, Any] | None:
-        vid = self.vid(row)
+        return self.get_spec(key, spec(row))
+
+    def get_spec(self, key: str, spec: str) -> dict[str, Any] | None:
+        vid = self.spec_vid(spec)
         if vid is None:
             return None
         found = self.ledger.db.execute(
@@ -44,3 +49,9 @@ class ScoreBook:
         reward, passed, error, cost, calls = found
         return {"verifier": vid, "reward": reward, "passed": None if passed is None else bool(passed),
                 "error": error, "cost_usd": cost or 0.0, "api_calls": calls or 0, "missing": False}
+
+
+def spec(row: dict[str, Any]) -> str:
+    """What of a task row chooses its verifier (`verifier` and the row options), as JSON text."""
+    return json.dumps({k: row[k] for k in ("verifier", *registry.ROW_OPTION_NAMES) if k in row},
+                      sort_keys=True, default=str)
