@@ -71,7 +71,9 @@ class Tasks:
     def _settle(self, task: Task) -> None:
         row = task.row
         task.version = version(row)
-        entry = self.previous.find(row["prompt_index"], row["key"]) if self.previous is not None else None
+        entry = None
+        if self.previous is not None and isinstance(row["prompt_index"], int):  # (an index is by prompt_index)
+            entry = self.previous.find(row["prompt_index"], row["key"])
         if entry is not None and entry.version == task.version:
             task.entry, task.facts = entry, entry.facts
             self.seen += 1
