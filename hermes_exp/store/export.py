@@ -47,7 +47,9 @@ def _stamp(ledger: Ledger, settings: dict[str, Any]) -> str:
 
 def export(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> dict[str, Any]:
     """Rewrite every output from the ledger; return the statistics. When neither the ledger nor the
-    settings the outputs depend on changed since the last export, the files are left as they are."""
+    settings the outputs depend on changed since the last export, the files are left as they are; else
+    only the tasks that changed are rendered, the others' lines copied from the last export's files
+    while its index describes them (store/export_reuse.py)."""
     stamp = _stamp(ledger, settings)
     stats_file = run_dir / "statistics.json"
     if ledger.meta("export_stamp") == stamp and stats_file.is_file() and (run_dir / "trajectories.jsonl").is_file():
