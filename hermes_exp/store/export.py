@@ -171,7 +171,8 @@ def _write(tasks: Tasks, chosen: Selection, stats: StatsBuilder, outs: list[Any]
         if where[0] == 1:
             ends[0], counts[0] = ends[0] + where[2], counts[0] + 1
         if isinstance(row["prompt_index"], int):
-            record.add(row["key"], task.version, row["prompt_index"], where, oa_at, task.shown, task.facts)
+            facts = task.entry.raw if task.entry is not None else task.facts
+            record.add(row["key"], task.version, row["prompt_index"], where, oa_at, task.shown, facts)
     files: dict[str, int | None] = {TRAJECTORIES: counts[0]}
     files.update({name: counts[n + 1] if outs[1] is not None else None for n, name in enumerate(SPLITS)})
     if oa is not None:

@@ -38,8 +38,8 @@ def digest(text: str) -> bytes:
 def version(row: dict[str, Any]) -> bytes:
     """What of a task row its lines and facts are made from: every write of a result sets updated_at
     (ledger.record, set_state, set_outcome, reindex), the rest is read into the lines directly."""
-    return digest(json.dumps([row["updated_at"], row["finished_at"], row["prompt_index"], row["batch_num"],
-                              row.get("sample"), row.get("tools_hash"), row["key"]]))
+    return digest(repr((row["updated_at"], row["finished_at"], row["prompt_index"], row["batch_num"],
+                        row.get("sample"), row.get("tools_hash"), row["key"])))
 
 
 def identity(path: Path) -> list[int] | None:
@@ -58,6 +58,7 @@ class Entry:
     openai: tuple[int, int]  # (offset, length); length -1: none
     shown: tuple[float | None, bool | None]  # the reward and passed the lines show
     facts: dict[str, Any]
+    raw: bytes  # the facts as the index keeps them (copied to the next index as they are)
 
 
 class Previous:
@@ -135,9 +136,9 @@ class Previous:
             return None
         head = self._fh.read(_RECORD.size)
         key, ver, pi, lf, lo, ll, oo, ol, given, reward, passed, size = _RECORD.unpack(head)
-        facts = json.loads(self._fh.read(size))
+        raw = self._fh.read(size)
         return key, Entry(ver, pi, (lf, lo, ll), (oo, ol), (reward if given else None, None if passed < 0 else bool(passed)),
-                          facts)
+                          json.loads(raw), raw)
 
 
 class Recorder:
@@ -151,8 +152,8 @@ class Recorder:
         self._fh = os.fdopen(fd, "wb")
 
     def add(self, key: str, ver: bytes, prompt_index: int, line: tuple[int, int, int], openai: tuple[int, int],
-            shown: tuple[float | None, bool | None], facts: dict[str, Any]) -> None:
-        body = json.dumps(facts, ensure_ascii=False).encode()
+            shown: tuple[float | None, bool | None], facts: dict[str, Any] | bytes) -> None:
+        body = facts if isinstance(facts, bytes) else json.dumps(facts, ensure_ascii=False).encode()
         reward, passed = shown
         self._fh.write(_RECORD.pack(digest(key), ver, prompt_index, *line, *openai, reward is not None,
                                     reward or 0.0, -1 if passed is None else int(passed), len(body)))
