@@ -11,6 +11,7 @@ from typing import Any
 from hermes_exp.store.reasoning import has_reasoning
 from hermes_exp.verify.metrics import VerifyStats
 
+
 def facts(result: dict[str, Any]) -> dict[str, Any]:
     """What statistics.json takes from one raw result (small, JSON: the export keeps it per task, so
     an unchanged task's result is not decoded again): completed, providers, tool calls per name
