@@ -15,6 +15,7 @@ import pytest
 from conftest import run_cli, write_dataset
 
 pytest.importorskip("pyarrow")
+pytestmark = pytest.mark.slow  # a dozen CLI invocations and full reference exports each
 
 OUTPUTS = ("trajectories.jsonl", "trajectories.openai.jsonl", "trajectories.parquet", "statistics.json",
            "passed.jsonl", "failed.jsonl")
