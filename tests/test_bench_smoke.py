@@ -115,3 +115,15 @@ def test_bench_harbor_read_and_container_tables() -> None:
     assert "| 3 | 1 |" in out and "second/first" in out
     firsts = [line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| ") and "---" not in line]
     assert firsts == ["tasks", "3", "container (open+exec+close)", "plain", "build", "reuse", "next run"]
+
+
+
+@pytest.mark.slow
+def test_bench_export_prints_the_resume_table_and_compares_the_installs(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, str(BENCH / "bench_export.py"), "--python", sys.executable, "--python",
+                             sys.executable, "--tasks", "30", "--new", "2", "--rounds", "1", "--workdir", str(tmp_path)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "settled outputs of the two installs differ in: nothing" in result.stderr
+    assert "resume with 2 new rows over 30 settled tasks" in result.stdout
+    assert "|       CPU s |" in result.stdout and "| peak RSS MB |" in result.stdout
