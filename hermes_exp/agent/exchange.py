@@ -82,7 +82,8 @@ class StdlibTransport(httpx2.BaseTransport):
     def exchange(self, origin: Origin, parts: list[bytes], timeouts: dict[str, Any],
                  request: httpx2.Request | None = None, method: bytes = b"POST") -> Received:
         """Send the request `parts` (together: head, blank line, body) and read the response. They are
-        joined for one write and the joined copy is dropped before the wait for the answer."""
+        joined for one write, and the joined copy and the list's items are dropped before the wait for
+        the answer (the list is emptied: a caller that holds no other reference holds no body then)."""
         if origin[0] not in ("http", "https"):
             raise httpx2.UnsupportedProtocol(f"request URL has an unsupported protocol '{origin[0]}://'",
                                              request=request)
@@ -93,6 +94,7 @@ class StdlibTransport(httpx2.BaseTransport):
             try:
                 sock.settimeout(bound(timeouts.get("write"), httpx2.WriteTimeout))
                 data = b"".join(parts)
+                parts.clear()
                 sock.sendall(data)
                 del data
             except (OSError, ssl.SSLError) as exc:  # socket.timeout is an OSError

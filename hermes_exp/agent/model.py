@@ -16,8 +16,7 @@ import httpx2
 import openai
 
 from hermes_exp.agent.deadline import attempt_deadline, deadline_http_client
-from hermes_exp.agent.encode import encode
-from hermes_exp.agent.post import PreparedPost, decoded
+from hermes_exp.agent.post import Body, PreparedPost, decoded
 from hermes_exp.agent.cache import CacheControl
 from hermes_exp.agent.ratelimit import Limits, RateLimiter
 from hermes_exp.agent.retry import AuthCircuit, Failure, RetryPolicy, retry_after, upstream_failure
@@ -88,15 +87,15 @@ class ModelClient:
         """One call, retried on transient failures. Raises ProviderError when it gives up."""
         if self._cache is not None:
             messages = self._cache.mark(messages)
-        content, prompt_tokens = encode(call_request(self._request, messages, tools, self._interop))
-        worst = worst_case(self._pricing, prompt_tokens, self._completion_cap)
+        body = Body(call_request(self._request, messages, tools, self._interop))
+        worst = worst_case(self._pricing, body.prompt_tokens, self._completion_cap)
         if meter is not None:
             meter.check(worst)
         reserved = self.budget.reserve(worst)
         entry = self.journal.reserve(meter.key if meter is not None else None, worst)
         reply: Reply | None = None
         try:
-            reply = self._call(content, prompt_tokens)
+            reply = self._call(body)
         finally:
             cost = reply.usage["cost_usd"] if reply else 0.0
             self.budget.settle(reserved, cost)
@@ -105,11 +104,11 @@ class ModelClient:
             meter.add(reply.usage)
         return reply
 
-    def _call(self, content: bytes, prompt_tokens: int) -> Reply:
+    def _call(self, body: Body) -> Reply:
         deadline = time.monotonic() + self._policy.max_wait_seconds
         for attempt in itertools.count(1):
             self.circuit.check()
-            outcome = self._attempt(content, prompt_tokens, attempt)
+            outcome = self._attempt(body, attempt)
             if isinstance(outcome, Reply):
                 self.circuit.record(None)
                 return outcome
@@ -123,9 +122,9 @@ class ModelClient:
             time.sleep(wait)
         raise AssertionError("unreachable")
 
-    def _attempt(self, content: bytes, prompt_tokens: int, attempt: int) -> Reply | Failure:
+    def _attempt(self, body: Body, attempt: int) -> Reply | Failure:
         """One HTTP attempt inside a rate-limiter slot: a Reply, or the Failure to decide on."""
-        ticket = self.limiter.acquire(prompt_tokens)
+        ticket = self.limiter.acquire(body.prompt_tokens)
         failure: Failure | None = None
         tokens: int | None = None
         try:
@@ -133,7 +132,7 @@ class ModelClient:
             # built once is sent again with each body (bench/RESULTS.md); HTTP errors still raise the
             # SDK's exceptions.
             with attempt_deadline(self._timeout):
-                response = self._send(content)
+                response = self._send(body)
             failure = _in_body_failure(response)
             if failure is None:
                 reply = self._reply(response, attempt)
@@ -147,14 +146,14 @@ class ModelClient:
             self.limiter.release(ticket, rate_limited=failure is not None and failure.rate_limited, tokens=tokens)
         return failure
 
-    def _send(self, content: bytes) -> Any:
+    def _send(self, body: Body) -> Any:
         """POST one JSON body; the decoded answer, or the SDK's exception for the failure (as its `post`)."""
         try:
-            answer, response = self._post.post(content)
+            answer, response = self._post.post(body)
         except httpx2.TimeoutException as exc:
-            raise openai.APITimeoutError(request=self._post.request(content)) from exc
+            raise openai.APITimeoutError(request=self._post.request(body.take())) from exc
         except (httpx2.RequestError, ssl.SSLError) as exc:
-            raise openai.APIConnectionError(request=self._post.request(content)) from exc
+            raise openai.APIConnectionError(request=self._post.request(body.take())) from exc
         if response is None:
             return answer
         try:

@@ -26,6 +26,24 @@ def body_bytes(body: dict[str, Any]) -> bytes:
     return encode(body)[0]
 
 
+class Body:
+    """One call's request body, encoded once for its estimate and its first send. The send takes the
+    bytes, so a session waiting for its answer holds none of them (late in a task, its whole
+    conversation); a retry, or an error's request object, encodes the same request again: the same
+    bytes, from the thread's pieces of its messages (agent/encode.py)."""
+
+    __slots__ = ("_request", "_content", "prompt_tokens")
+
+    def __init__(self, request: dict[str, Any]) -> None:
+        self._request = request
+        self._content: bytes | None
+        self._content, self.prompt_tokens = encode(request)
+
+    def take(self) -> bytes:
+        content, self._content = self._content, None
+        return encode(self._request)[0] if content is None else content
+
+
 class PreparedPost:
     """Sends JSON bodies like the template request, through `http`; returns the httpx response."""
 
@@ -50,25 +68,30 @@ class PreparedPost:
         return httpx2.Request("POST", self.url, headers=self._headers, content=content,
                               extensions=self._extensions)
 
-    def post(self, content: bytes) -> tuple[Any, httpx2.Response | None]:
+    def post(self, body: Body) -> tuple[Any, httpx2.Response | None]:
         """(the decoded answer, None) for a 2xx JSON answer sent as is; otherwise (None, the read
         response, a redirect followed). Raises httpx2's exceptions, never on an HTTP status. The
         request's head was built once; the httpx request and response objects are made only for an
-        answer that needs them (an error status, a redirect, a content-encoded body)."""
+        answer that needs them (an error status, a redirect, a content-encoded body): their body is
+        encoded again, the sent bytes were not held while the answer was awaited."""
         if self._direct is None:
-            return None, self.send(self.request(content))
+            return None, self.send(self.request(body.take()))
         transport = self._direct.own()
         if not isinstance(transport, StdlibTransport):
-            return None, self.send(self.request(content))
-        length = b"Content-Length: %d\r\n\r\n" % len(content)
-        received = transport.exchange(self._origin, [self._head, length, content], self._timeouts)
+            return None, self.send(self.request(body.take()))
+        received = transport.exchange(self._origin, self._parts(body), self._timeouts)
         if 200 <= received.status < 300 and _plain_json(received):
             return json.loads(received.content), None
-        request = self.request(content)
+        request = self.request(body.take())
         response = httpx2.Response(received.status, headers=received.headers, request=request,
                                    stream=httpx2.ByteStream(received.content),
                                    extensions={"http_version": received.version, "reason_phrase": received.reason})
         return None, self._read(response, request)
+
+    def _parts(self, body: Body) -> list[bytes]:
+        """The request's parts for `exchange`, which empties the list once sent: the only reference to the body."""
+        content = body.take()
+        return [self._head, b"Content-Length: %d\r\n\r\n" % len(content), content]
 
     def send(self, request: httpx2.Request) -> httpx2.Response:
         """The read response. Raises httpx2's exceptions (the caller maps them to the SDK's), never on
