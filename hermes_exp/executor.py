@@ -11,6 +11,7 @@ from typing import Any
 
 from joblib import Parallel, delayed, parallel_config
 
+from hermes_exp import thread_pool
 from hermes_exp.config_section import Section
 from hermes_exp.errors import ConfigError
 from hermes_exp.optional import require
@@ -19,10 +20,11 @@ BACKENDS = ("threading", "loky", "multiprocessing", "dask", "ray")  # joblib's, 
 
 
 class JoblibExecutor:
-    """`backend` is a joblib backend: threading (default) or loky (processes).
+    """`backend` is a joblib backend: threading (default; run by thread_pool.py, joblib's own held
+    ~8 KB per session) or loky (processes).
 
-    Tasks are pulled lazily from the iterable (at most `pre_dispatch` ahead), so a dataset of any
-    size streams through without being held in memory."""
+    Tasks are pulled lazily from the iterable (at most `pre_dispatch` ahead; threads: one per free
+    thread), so a dataset of any size streams through without being held in memory."""
 
     def __init__(self, backend: str = "threading", n_jobs: int = 4, pre_dispatch: str = "2*n_jobs",
                  **_: Any) -> None:
@@ -43,6 +45,9 @@ class JoblibExecutor:
     def map_unordered(self, fn: Callable[..., dict[str, Any]], settings: dict[str, Any],
                       tasks: Iterable[Any]) -> Iterator[dict[str, Any]]:
         """fn(settings, task) for every task, with settings["invocation"]["processes"] set by the executor."""
+        if self.backend == "threading":  # the same, on threads that hold no joblib objects per task
+            yield from thread_pool.map_unordered(fn, with_processes(settings, 1), tasks, self.n_jobs)
+            return
         with self.cluster() as cluster, parallel_config(backend=self.backend):
             settings = with_processes(settings, self.processes(cluster))
             parallel = Parallel(n_jobs=self.n_jobs, return_as="generator_unordered", pre_dispatch=self.pre_dispatch)

@@ -1,0 +1,88 @@
+"""The threads executor (executor=threads, thread_pool.py): every task once, results as they finish, a
+task read from the iterable only when a thread is free to start it, the first error raised in the
+caller, and no task started once the caller stops or a task failed."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from hermes_exp.executor import JoblibExecutor
+
+
+def _reading(n: int, read: list[int]) -> Iterator[int]:
+    for i in range(n):
+        read.append(i)
+        yield i
+
+
+def test_each_task_is_read_only_when_a_thread_is_free_to_start_it() -> None:
+    read: list[int] = []
+    started, release = threading.Semaphore(0), threading.Event()
+    seen: list[dict] = []
+
+    def fn(settings: dict, task: int) -> int:
+        seen.append(settings["invocation"])
+        started.release()
+        release.wait()
+        return task
+
+    results: list[int] = []
+    executor = JoblibExecutor(backend="threading", n_jobs=2)
+    consumer = threading.Thread(target=lambda: results.extend(executor.map_unordered(fn, {}, _reading(10, read))))
+    consumer.start()
+    started.acquire()
+    started.acquire()
+    assert read == [0, 1]  # joblib read 2 * n_jobs ahead (and so marked them running in the ledger)
+    release.set()
+    consumer.join()
+    assert sorted(results) == list(range(10)) and read == list(range(10))
+    assert all(s == {"processes": 1} for s in seen)
+
+
+def test_the_first_error_is_raised_in_the_caller_and_no_task_starts_after_it() -> None:
+    read: list[int] = []
+    done: list[int] = []
+
+    def fn(settings: dict, task: int) -> int:
+        if task == 3:
+            raise ValueError("task 3 failed")
+        return task
+
+    executor = JoblibExecutor(backend="threading", n_jobs=1)
+    with pytest.raises(ValueError, match="task 3 failed"):
+        done.extend(executor.map_unordered(fn, {}, _reading(100, read)))
+    assert read == [0, 1, 2, 3]
+
+
+def test_an_error_of_the_iterable_is_raised_in_the_caller() -> None:
+    def tasks() -> Iterator[int]:
+        yield 0
+        raise OSError("the dataset went away")
+
+    with pytest.raises(OSError, match="went away"):
+        list(JoblibExecutor(backend="threading", n_jobs=3).map_unordered(lambda s, t: t, {}, tasks()))
+
+
+def test_a_caller_that_stops_early_lets_the_tasks_in_flight_end_and_starts_no_other() -> None:
+    read: list[int] = []
+    started, release = threading.Semaphore(0), threading.Event()
+    threads: list[threading.Thread] = []
+
+    def fn(settings: dict, task: int) -> int:
+        threads.append(threading.current_thread())
+        started.release()
+        if task:
+            release.wait()
+        return task
+
+    results = JoblibExecutor(backend="threading", n_jobs=1).map_unordered(fn, {}, _reading(100, read))
+    assert next(results) == 0
+    started.acquire()
+    started.acquire()  # task 1 is in flight
+    results.close()
+    release.set()
+    threads[0].join()
+    assert read == [0, 1]  # task 1 was in flight when the caller stopped; it ended, and no other began
