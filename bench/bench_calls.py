@@ -22,10 +22,10 @@ from bench_runner import cli_args
 from harness import mock_server, print_table, write_prompts
 
 # (label, module, attribute path): wrapped with thread CPU per call; a module-level name is wrapped where
-# it is looked up (run.ledger_row, model.encode).
+# it is looked up (run.ledger_row, post.encode: the call's Body).
 TIMED = [("complete", "hermes_exp.agent.model", "ModelClient.complete"),
          ("complete > _send", "hermes_exp.agent.model", "ModelClient._send"),
-         ("complete > encode", "hermes_exp.agent.model", "encode"),
+         ("complete > encode", "hermes_exp.agent.post", "encode"),
          ("complete > _reply", "hermes_exp.agent.model", "ModelClient._reply"),
          ("complete > limiter", "hermes_exp.agent.ratelimit", "RateLimiter.acquire"),
          ("complete > limiter", "hermes_exp.agent.ratelimit", "RateLimiter.release"),
