@@ -23,8 +23,8 @@ class JoblibExecutor:
     """`backend` is a joblib backend: threading (default; run by thread_pool.py, joblib's own held
     ~8 KB per session) or loky (processes).
 
-    Tasks are pulled lazily from the iterable (at most `pre_dispatch` ahead; threads: one per free
-    thread), so a dataset of any size streams through without being held in memory."""
+    Tasks are pulled lazily from the iterable (at most `pre_dispatch` ahead), so a dataset of any
+    size streams through without being held in memory."""
 
     def __init__(self, backend: str = "threading", n_jobs: int = 4, pre_dispatch: str = "2*n_jobs",
                  **_: Any) -> None:
@@ -46,12 +46,26 @@ class JoblibExecutor:
                       tasks: Iterable[Any]) -> Iterator[dict[str, Any]]:
         """fn(settings, task) for every task, with settings["invocation"]["processes"] set by the executor."""
         if self.backend == "threading":  # the same, on threads that hold no joblib objects per task
-            yield from thread_pool.map_unordered(fn, with_processes(settings, 1), tasks, self.n_jobs)
+            yield from thread_pool.map_unordered(fn, with_processes(settings, 1), tasks, self.n_jobs,
+                                                  _ahead(self.pre_dispatch, self.n_jobs))
             return
         with self.cluster() as cluster, parallel_config(backend=self.backend):
             settings = with_processes(settings, self.processes(cluster))
             parallel = Parallel(n_jobs=self.n_jobs, return_as="generator_unordered", pre_dispatch=self.pre_dispatch)
             yield from parallel(delayed(fn)(settings, task) for task in tasks)
+
+
+def _ahead(pre_dispatch: str | int, n_jobs: int) -> int:
+    """joblib's pre_dispatch as a count: an int, "all", or an expression such as "2*n_jobs"."""
+    if isinstance(pre_dispatch, int):
+        return max(pre_dispatch, n_jobs)
+    if pre_dispatch == "all":
+        return 2**62
+    factors = str(pre_dispatch).replace("n_jobs", str(n_jobs)).split("*")
+    count = 1
+    for factor in factors:
+        count *= int(factor.strip())
+    return max(count, n_jobs)
 
 
 def with_processes(settings: dict[str, Any], processes: int) -> dict[str, Any]:

@@ -1,6 +1,6 @@
-"""The threads executor (executor=threads, thread_pool.py): every task once, results as they finish, a
-task read from the iterable only when a thread is free to start it, the first error raised in the
-caller, and no task started once the caller stops or a task failed."""
+"""The threads executor (executor=threads, thread_pool.py): every task once, results as they finish, tasks
+read ahead as joblib read them, the first error raised in the caller, and no task started once the
+caller stops (without waiting for the tasks in flight: joblib's close did) or a task failed."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def _reading(n: int, read: list[int]) -> Iterator[int]:
         yield i
 
 
-def test_each_task_is_read_only_when_a_thread_is_free_to_start_it() -> None:
+def test_tasks_are_read_ahead_as_joblib_read_them_and_every_one_runs_once() -> None:
     read: list[int] = []
     started, release = threading.Semaphore(0), threading.Event()
     seen: list[dict] = []
@@ -35,7 +35,7 @@ def test_each_task_is_read_only_when_a_thread_is_free_to_start_it() -> None:
     consumer.start()
     started.acquire()
     started.acquire()
-    assert read == [0, 1]  # joblib read 2 * n_jobs ahead (and so marked them running in the ledger)
+    assert read == [0, 1, 2, 3]  # pre_dispatch="2*n_jobs", as joblib read them
     release.set()
     consumer.join()
     assert sorted(results) == list(range(10)) and read == list(range(10))
@@ -45,8 +45,10 @@ def test_each_task_is_read_only_when_a_thread_is_free_to_start_it() -> None:
 def test_the_first_error_is_raised_in_the_caller_and_no_task_starts_after_it() -> None:
     read: list[int] = []
     done: list[int] = []
+    started: list[int] = []
 
     def fn(settings: dict, task: int) -> int:
+        started.append(task)
         if task == 3:
             raise ValueError("task 3 failed")
         return task
@@ -54,7 +56,7 @@ def test_the_first_error_is_raised_in_the_caller_and_no_task_starts_after_it() -
     executor = JoblibExecutor(backend="threading", n_jobs=1)
     with pytest.raises(ValueError, match="task 3 failed"):
         done.extend(executor.map_unordered(fn, {}, _reading(100, read)))
-    assert read == [0, 1, 2, 3]
+    assert started == [0, 1, 2, 3] and done == [0, 1, 2] and read == [0, 1, 2, 3, 4]  # 4 was read ahead, never started
 
 
 def test_an_error_of_the_iterable_is_raised_in_the_caller() -> None:
@@ -70,9 +72,11 @@ def test_a_caller_that_stops_early_lets_the_tasks_in_flight_end_and_starts_no_ot
     read: list[int] = []
     started, release = threading.Semaphore(0), threading.Event()
     threads: list[threading.Thread] = []
+    ran: list[int] = []
 
     def fn(settings: dict, task: int) -> int:
         threads.append(threading.current_thread())
+        ran.append(task)
         started.release()
         if task:
             release.wait()
@@ -85,4 +89,4 @@ def test_a_caller_that_stops_early_lets_the_tasks_in_flight_end_and_starts_no_ot
     results.close()
     release.set()
     threads[0].join()
-    assert read == [0, 1]  # task 1 was in flight when the caller stopped; it ended, and no other began
+    assert ran == [0, 1] and read == [0, 1, 2]  # 1 was in flight when the caller stopped; no other began
