@@ -12,6 +12,7 @@ from typing import IO, Protocol
 
 from hermes_exp.errors import ToolError
 from hermes_exp.sandbox.base import SPOOL_LIMIT, TRUNCATION_MARKER, truncate
+from hermes_exp.sandbox import spawn
 from hermes_exp.sandbox.process import kill_group
 
 MAX_PER_SANDBOX = 16  # a model that starts a server per turn must not fork-bomb the host
@@ -110,8 +111,8 @@ class HostBackground:
         self._live = live
         # bufsize=0: stdin is written with os.write on its descriptor, so a buffered writer's 8 KiB
         # buffer would be held unused for the command's whole life (one per background command)
-        self._proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=self.log.file,
-                                      stderr=subprocess.STDOUT, start_new_session=True, close_fds=True, bufsize=0)
+        # (posix_spawn where it can, as a command's start: ~0.1-0.3 ms of the runner's CPU less than Popen)
+        self._proc = spawn.background(argv, cwd=cwd, env=env, out=self.log.file.fileno())
         os.set_blocking(self._proc.stdin.fileno(), False)  # a command that never reads must not hang us
         live.add(self._proc.pid)
         self.flooding = False  # being stopped for flooding its log: not ended until the note is written

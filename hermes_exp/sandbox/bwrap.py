@@ -19,7 +19,7 @@ from hermes_exp.sandbox import options
 from hermes_exp.sandbox.background import BackgroundSet, HostBackground
 from hermes_exp.sandbox.base import READ_LIMIT, ExecResult, confine
 from hermes_exp.sandbox.local import LocalSandbox
-from hermes_exp.sandbox.process import clean_env, kill_group, run_group
+from hermes_exp.sandbox.process import Spool, clean_env, kill_group, run_group
 from hermes_exp.sandbox.taskdirs import TaskDirs
 
 log = logging.getLogger(__name__)
@@ -180,6 +180,7 @@ class BwrapSandbox:
         self._host = LocalSandbox(root, output_limit=output_limit, env=env, keep=keep)
         self._live: set[int] = set()  # bwrap pids of running commands, for close() from another thread
         self.background = BackgroundSet()
+        self._spool = Spool(str(root))  # its commands' output file, one command after another
         self.closed = False
 
     def exec(self, command: str, timeout: float) -> ExecResult:
@@ -189,7 +190,7 @@ class BwrapSandbox:
         # sandbox's pid 1, and with it every process of its pid namespace.
         return run_group(self._argv + ["/bin/sh", "-c", command], cwd=str(self.root), env=self._env,
                          timeout=timeout, output_limit=self._output_limit,
-                         live=self._live)
+                         live=self._live, reuse=self._spool)
 
     def spawn(self, command: str) -> HostBackground:
         """Start `command` in the background in its own bwrap namespace (same limits and view as exec);
@@ -223,6 +224,7 @@ class BwrapSandbox:
         self.background.kill_all()
         for pid in list(self._live):
             kill_group(pid)
+        self._spool.close()
         for group in (self._cgroup, self._memory_group):
             if group:
                 remove_cgroup(group)

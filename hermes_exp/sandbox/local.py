@@ -15,7 +15,7 @@ from hermes_exp.errors import SandboxError, ToolError
 from hermes_exp.sandbox import options
 from hermes_exp.sandbox.background import BackgroundSet, HostBackground
 from hermes_exp.sandbox.base import NAME_TOO_LONG, READ_LIMIT, THROUGH_A_FILE, ExecResult, confine
-from hermes_exp.sandbox.process import clean_env, kill_group, run_group
+from hermes_exp.sandbox.process import Spool, clean_env, kill_group, run_group
 from hermes_exp.sandbox.reaper import GROUP, ProcRegistry
 from hermes_exp.sandbox.taskdirs import TaskDirs
 
@@ -57,13 +57,19 @@ class LocalSandbox:
         self._keep = keep
         self._live: set[int] = _Recorded(registry) if registry else set()
         self.background = BackgroundSet()
+        self._spool = Spool(self.workdir)  # its commands' output file, one command after another
         self.closed = False
 
     def exec(self, command: str, timeout: float) -> ExecResult:
-        if not self.root.is_dir():
-            raise SandboxError(f"sandbox directory {self.root} is gone")
-        return run_group(["/bin/sh", "-c", command], cwd=self.workdir, env=self._env,
-                         timeout=timeout, output_limit=self._output_limit, live=self._live)
+        # the directory is looked at only when the start failed (a stat per command saved): a command
+        # cannot start in a directory that is gone
+        try:
+            return run_group(["/bin/sh", "-c", command], cwd=self.workdir, env=self._env, timeout=timeout,
+                             output_limit=self._output_limit, live=self._live, reuse=self._spool)
+        except OSError:
+            if not self.root.is_dir():
+                raise SandboxError(f"sandbox directory {self.root} is gone") from None
+            raise
 
     def spawn(self, command: str) -> HostBackground:
         """Start `command` in the background, in the task directory, with the clean environment."""
@@ -162,6 +168,7 @@ class LocalSandbox:
         self.background.kill_all()
         for pid in list(self._live):
             kill_group(pid)
+        self._spool.close()
         if not self._keep:
             shutil.rmtree(self.root, ignore_errors=True)
 

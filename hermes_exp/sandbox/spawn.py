@@ -13,9 +13,12 @@ path, Popen does it as before."""
 from __future__ import annotations
 
 import ctypes
+import io
 import os
+import select
 import signal
 import subprocess
+import time
 from collections.abc import Sequence
 
 _SETSID, _SETSIGDEF = 0x80, 0x04  # glibc's <spawn.h>: POSIX_SPAWN_SETSID, POSIX_SPAWN_SETSIGDEF
@@ -27,16 +30,35 @@ class Child:
     """A started command, as much of Popen as run_group and its waits use: pid, returncode, poll, wait
     (returncode as Popen has it: the exit status, or -N for signal N)."""
 
-    __slots__ = ("pid", "returncode")
+    __slots__ = ("pid", "returncode", "stdin")
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self.returncode: int | None = None
+        self.stdin: io.FileIO | None = None  # a background command's (background.py sets it)
 
     def poll(self) -> int | None:
         return self._reap(os.WNOHANG)
 
-    def wait(self) -> int:
+    def wait(self, timeout: float | None = None) -> int:
+        """Popen.wait: the exit code; subprocess.TimeoutExpired after `timeout` seconds (on a pidfd)."""
+        if timeout is not None and self.poll() is None:
+            deadline = time.monotonic() + timeout
+            try:
+                pidfd = os.pidfd_open(self.pid)
+            except OSError:  # reaped elsewhere, or no pidfds (Linux < 5.3): polled as Popen does
+                while self.poll() is None:
+                    if time.monotonic() >= deadline:
+                        raise subprocess.TimeoutExpired("posix_spawn", timeout) from None
+                    time.sleep(0.005)
+            else:
+                try:
+                    exited = select.poll()
+                    exited.register(pidfd, select.POLLIN)
+                    if not exited.poll(max(timeout, 0.0) * 1000):
+                        raise subprocess.TimeoutExpired("posix_spawn", timeout)
+                finally:
+                    os.close(pidfd)
         code = self._reap(0)
         assert code is not None
         return code
@@ -121,11 +143,18 @@ def _environ(env: dict[str, str]) -> list[bytes]:
     return pairs
 
 
-def spawn(argv: Sequence[str], *, cwd: str | None, env: dict[str, str], out: int) -> Child | subprocess.Popen:
-    """Start `argv` with its output to the descriptor `out` (see the module's docstring)."""
+def usable() -> bool:
+    """Whether this C library has what posix_spawn() needs (else spawn() uses Popen)."""
+    return _LIBC is not None
+
+
+def spawn(argv: Sequence[str], *, cwd: str | None, env: dict[str, str], out: int,
+          actions: Actions | None = None) -> Child | subprocess.Popen:
+    """Start `argv` with its output to the descriptor `out` (see the module's docstring). `actions`: the
+    file actions made for this `out` and `cwd` by a caller that starts many commands so (made_actions)."""
     if _LIBC is None or "/" not in str(argv[0]):
         return popen(argv, cwd=cwd, env=env, out=out)
-    return posix_spawn(argv, cwd=cwd, env=env, out=out)
+    return posix_spawn(argv, cwd=cwd, env=env, out=out, actions=actions)
 
 
 def popen(argv: Sequence[str], *, cwd: str | None, env: dict[str, str], out: int) -> subprocess.Popen:
@@ -133,33 +162,84 @@ def popen(argv: Sequence[str], *, cwd: str | None, env: dict[str, str], out: int
                             stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
 
 
-def posix_spawn(argv: Sequence[str], *, cwd: str | None, env: dict[str, str], out: int) -> Child:
-    """spawn() through the C library (only where _LIBC is set)."""
+class Actions:
+    """posix_spawn's file actions for one output descriptor, working directory and stdin, made once and
+    reused by every command started with them (posix_spawn only reads them): eight calls into the C
+    library, each a release of the GIL, saved per command. close() frees them."""
+
+    __slots__ = ("buffer", "out", "cwd")
+
+    def __init__(self, out: int, cwd: str | None, stdin: int | None = None) -> None:
+        libc = _LIBC
+        assert libc is not None
+        where = os.fsencode(cwd) if cwd is not None else None
+        if where is not None and b"\0" in where:
+            raise ValueError("embedded null byte")
+        self.buffer: ctypes.Array | None = ctypes.create_string_buffer(_ACTIONS_SIZE)
+        self.out, self.cwd = out, cwd
+        libc.posix_spawn_file_actions_init(self.buffer)
+        # in this order: `out` may itself be 0 (a runner started with stdin closed); /dev/null read-write
+        # as Popen's DEVNULL opens it; a stdin pipe's end is above 2 (the caller sees to it)
+        err = (libc.posix_spawn_file_actions_adddup2(self.buffer, out, 1)
+               or libc.posix_spawn_file_actions_adddup2(self.buffer, out, 2)
+               or (libc.posix_spawn_file_actions_addopen(self.buffer, 0, _DEVNULL, os.O_RDWR, 0) if stdin is None
+                   else libc.posix_spawn_file_actions_adddup2(self.buffer, stdin, 0))
+               or (where is not None and libc.posix_spawn_file_actions_addchdir_np(self.buffer, where))
+               or libc.posix_spawn_file_actions_addclosefrom_np(self.buffer, 3))
+        if err:  # a bad descriptor, no memory
+            self.close()
+            raise OSError(err, os.strerror(err))
+
+    def close(self) -> None:
+        if self.buffer is not None and _LIBC is not None:
+            _LIBC.posix_spawn_file_actions_destroy(self.buffer)
+        self.buffer = None
+
+
+def posix_spawn(argv: Sequence[str], *, cwd: str | None, env: dict[str, str], out: int,
+                actions: Actions | None = None, stdin: int | None = None) -> Child:
+    """spawn() through the C library (only where _LIBC is set); `actions` made for this `out` and `cwd`
+    (and `stdin`: a descriptor above 2 for the command's stdin instead of /dev/null) or None."""
     libc = _LIBC
     assert libc is not None
     args = [os.fsencode(arg) for arg in argv]
     c_argv = _strings(args)
     c_env = _strings(_environ(env))
-    where = os.fsencode(cwd) if cwd is not None else None
-    if where is not None and b"\0" in where:
-        raise ValueError("embedded null byte")
-    actions = ctypes.create_string_buffer(_ACTIONS_SIZE)
-    libc.posix_spawn_file_actions_init(actions)
+    own = actions is None
+    if own:
+        actions = Actions(out, cwd, stdin)
     try:
-        # in this order: `out` may itself be 0 (a runner started with stdin closed); /dev/null read-write
-        # as Popen's DEVNULL opens it
-        err = (libc.posix_spawn_file_actions_adddup2(actions, out, 1)
-               or libc.posix_spawn_file_actions_adddup2(actions, out, 2)
-               or libc.posix_spawn_file_actions_addopen(actions, 0, _DEVNULL, os.O_RDWR, 0)
-               or (where is not None and libc.posix_spawn_file_actions_addchdir_np(actions, where))
-               or libc.posix_spawn_file_actions_addclosefrom_np(actions, 3))
-        if err:  # a bad descriptor, no memory
-            raise OSError(err, os.strerror(err))
         pid = ctypes.c_int()
-        err = libc.posix_spawn(ctypes.byref(pid), args[0], actions, _ATTR, c_argv, c_env)
+        err = libc.posix_spawn(ctypes.byref(pid), args[0], actions.buffer, _ATTR, c_argv, c_env)
     finally:
-        libc.posix_spawn_file_actions_destroy(actions)
+        if own:
+            actions.close()
     if err:  # the child could not chdir or exec (glibc has reaped it): as Popen, name what was missing
         missing = cwd if cwd is not None and not os.path.isdir(cwd) else argv[0]
         raise OSError(err, os.strerror(err), missing)
     return Child(pid.value)
+
+
+def background(argv: Sequence[str], *, cwd: str | None, env: dict[str, str], out: int) -> Child | subprocess.Popen:
+    """Popen(argv, cwd=cwd, env=env, stdin=PIPE, stdout=out, stderr=STDOUT, start_new_session=True,
+    close_fds=True, bufsize=0) for a background command: `.stdin` the pipe's unbuffered write end, through
+    posix_spawn where spawn() would use it and no descriptor involved is one of 0-2 (then Popen, which sorts
+    such descriptors out)."""
+    read_end = write_end = -1
+    if _LIBC is not None and "/" in str(argv[0]) and out >= 3:
+        read_end, write_end = os.pipe()  # neither inherited; the child gets the read end as its stdin
+    if read_end < 3:
+        if write_end >= 0:
+            os.close(read_end)
+            os.close(write_end)
+        return subprocess.Popen(list(argv), cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True, close_fds=True, bufsize=0)
+    try:
+        child = posix_spawn(argv, cwd=cwd, env=env, out=out, stdin=read_end)
+    except BaseException:
+        os.close(write_end)
+        raise
+    finally:
+        os.close(read_end)
+    child.stdin = io.FileIO(write_end, "w")  # as Popen(bufsize=0) has it
+    return child
