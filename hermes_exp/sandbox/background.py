@@ -112,7 +112,11 @@ class HostBackground:
         # bufsize=0: stdin is written with os.write on its descriptor, so a buffered writer's 8 KiB
         # buffer would be held unused for the command's whole life (one per background command)
         # (posix_spawn where it can, as a command's start: ~0.1-0.3 ms of the runner's CPU less than Popen)
-        self._proc = spawn.background(argv, cwd=cwd, env=env, out=self.log.file.fileno())
+        try:
+            self._proc = spawn.background(argv, cwd=cwd, env=env, out=self.log.file.fileno())
+        except BaseException:
+            self.log.close()
+            raise
         os.set_blocking(self._proc.stdin.fileno(), False)  # a command that never reads must not hang us
         live.add(self._proc.pid)
         self.flooding = False  # being stopped for flooding its log: not ended until the note is written
@@ -120,6 +124,20 @@ class HostBackground:
 
     def exit_code(self) -> int | None:
         return None if self.flooding else self._proc.poll()
+
+    def wait_ended(self, timeout: float) -> bool:
+        """Block until exit_code() is not None (True) or `timeout` seconds pass (False): asleep on the
+        process until it exits, not looking at it again and again."""
+        deadline = time.monotonic() + max(timeout, 0.0)
+        try:
+            self._proc.wait(timeout=max(timeout, 0.0))
+        except subprocess.TimeoutExpired:
+            return False
+        while self.exit_code() is None:  # its flood guard is still writing why it was killed
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        return True
 
     def write(self, data: bytes) -> None:
         stdin = self._proc.stdin

@@ -18,6 +18,7 @@ import os
 import select
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Sequence
 
@@ -28,14 +29,16 @@ _DEVNULL = b"/dev/null"
 
 class Child:
     """A started command, as much of Popen as run_group and its waits use: pid, returncode, poll, wait
-    (returncode as Popen has it: the exit status, or -N for signal N)."""
+    (returncode as Popen has it: the exit status, or -N for signal N). Thread-safe as Popen is: a background
+    command is polled by its flood guard's thread and waited for by the agent's."""
 
-    __slots__ = ("pid", "returncode", "stdin")
+    __slots__ = ("pid", "returncode", "stdin", "_lock")
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self.returncode: int | None = None
         self.stdin: io.FileIO | None = None  # a background command's (background.py sets it)
+        self._lock = threading.Lock()  # one waitpid at a time: a second one would find no child (ECHILD)
 
     def poll(self) -> int | None:
         return self._reap(os.WNOHANG)
@@ -65,13 +68,15 @@ class Child:
 
     def _reap(self, flags: int) -> int | None:
         if self.returncode is None:
-            try:
-                pid, status = os.waitpid(self.pid, flags)
-            except ChildProcessError:  # reaped elsewhere (SIGCHLD ignored): Popen says 0 too
-                self.returncode = 0
-            else:
-                if pid:
-                    self.returncode = os.waitstatus_to_exitcode(status)
+            with self._lock:
+                if self.returncode is None:
+                    try:
+                        pid, status = os.waitpid(self.pid, flags)
+                    except ChildProcessError:  # reaped elsewhere (SIGCHLD ignored): Popen says 0 too
+                        self.returncode = 0
+                    else:
+                        if pid:
+                            self.returncode = os.waitstatus_to_exitcode(status)
         return self.returncode
 
 

@@ -104,6 +104,9 @@ def process(sandbox: Sandbox, args: dict[str, Any], limits: dict[str, Any]) -> d
 
 def _wait(proc: Background, timeout: float) -> bool:
     """Block until the process exits or `timeout` seconds pass; True on timeout (not an error)."""
+    wait_ended = getattr(proc, "wait_ended", None)  # a host process: asleep until it exits
+    if wait_ended is not None:
+        return not wait_ended(timeout)
     deadline = time.monotonic() + max(timeout, 0.0)
     step = 0.05
     while proc.exit_code() is None:

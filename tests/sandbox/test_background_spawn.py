@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -70,3 +71,43 @@ def test_a_childs_wait_times_out_as_popens(tmp_path: Path) -> None:
         child.wait(timeout=0.1)
     os.kill(child.pid, 9)
     assert child.wait(timeout=30) == -9 and child.poll() == -9
+
+
+def test_a_childs_exit_code_is_the_same_seen_from_many_threads(tmp_path: Path) -> None:
+    # the flood guard's thread polls a background command while the agent's thread waits for it: a second
+    # waitpid at once would find no child and take the exit code for 0
+    out = os.open(os.devnull, os.O_WRONLY)
+    try:
+        children = [spawn_mod.posix_spawn(["/bin/sh", "-c", "exit 3"], cwd=str(tmp_path), env={}, out=out)
+                    for _ in range(50)]
+    finally:
+        os.close(out)
+    seen: list[int | None] = []
+
+    def poll(child: spawn_mod.Child) -> None:
+        while (code := child.poll()) is None:
+            pass
+        seen.append(code)
+
+    for child in children:
+        threads = [threading.Thread(target=poll, args=(child,)) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert seen == [3] * 200
+
+
+def test_a_host_background_command_is_waited_for_until_it_ends(tmp_path: Path) -> None:
+    bg = HostBackground("proc_000000000001", ["/bin/sh", "-c", "sleep 0.2; exit 4"], "sleep", cwd=str(tmp_path),
+                        env=clean_env(str(tmp_path)), live=set())
+    long = HostBackground("proc_000000000002", ["/bin/sh", "-c", "sleep 30"], "sleep", cwd=str(tmp_path),
+                          env=clean_env(str(tmp_path)), live=set())
+    try:
+        assert bg.wait_ended(30) and bg.exit_code() == 4
+        assert bg.wait_ended(0) and bg.wait_ended(1)  # ended stays ended
+        assert not long.wait_ended(0.2) and long.exit_code() is None
+    finally:
+        for proc in (bg, long):
+            proc.kill()
+            proc.log.close()
