@@ -20,7 +20,7 @@ from hermes_exp.sandbox.process import clean_env
 needs_libc = pytest.mark.skipif(spawn_mod._LIBC is None, reason="no glibc >= 2.34 posix_spawn file actions here")
 
 PROPERTIES = r"""
-ls /proc/$$/fd | sort -n | tr '\n' ' '; echo
+echo /proc/$$/fd/*
 readlink /proc/$$/fd/0 | cut -d: -f1
 echo "$$ $(cut -d' ' -f6 /proc/$$/stat)"
 pwd; env | sort | tr '\n' ' '; echo
@@ -57,6 +57,8 @@ def test_a_background_command_started_by_posix_spawn_is_as_popens(tmp_path: Path
     assert (kind, popen_kind) == ("Child", "Popen")
     assert spawned == popened  # descriptors, stdin, session, directory, environment, signals
     lines = spawned.splitlines()
+    assert lines[0].split()[:3] == ["/proc/PID/fd/0", "/proc/PID/fd/1", "/proc/PID/fd/2"]  # (3: the glob's)
+    assert len(lines[0].split()) == 4
     assert lines[1] == "pipe" and lines[-1] == "got:hello"
 
 
