@@ -156,7 +156,7 @@ def usable() -> bool:
 def spawn(argv: Sequence[str], *, cwd: str | None, env: dict[str, str], out: int,
           actions: Actions | None = None) -> Child | subprocess.Popen:
     """Start `argv` with its output to the descriptor `out` (see the module's docstring). `actions`: the
-    file actions made for this `out` and `cwd` by a caller that starts many commands so (made_actions)."""
+    file actions made for this `out` and `cwd` (Actions) by a caller that starts many commands so."""
     if _LIBC is None or "/" not in str(argv[0]):
         return popen(argv, cwd=cwd, env=env, out=out)
     return posix_spawn(argv, cwd=cwd, env=env, out=out, actions=actions)
@@ -172,7 +172,7 @@ class Actions:
     reused by every command started with them (posix_spawn only reads them): eight calls into the C
     library, each a release of the GIL, saved per command. close() frees them."""
 
-    __slots__ = ("buffer", "out", "cwd")
+    __slots__ = ("buffer",)
 
     def __init__(self, out: int, cwd: str | None, stdin: int | None = None) -> None:
         libc = _LIBC
@@ -181,7 +181,6 @@ class Actions:
         if where is not None and b"\0" in where:
             raise ValueError("embedded null byte")
         self.buffer: ctypes.Array | None = ctypes.create_string_buffer(_ACTIONS_SIZE)
-        self.out, self.cwd = out, cwd
         libc.posix_spawn_file_actions_init(self.buffer)
         # in this order: `out` may itself be 0 (a runner started with stdin closed); /dev/null read-write
         # as Popen's DEVNULL opens it; a stdin pipe's end is above 2 (the caller sees to it)
