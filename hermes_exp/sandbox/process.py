@@ -42,6 +42,7 @@ def run_group(
     output file, emptied and used again (with `cwd`, which must be its working directory)."""
     if preexec is not None:
         reuse = None  # Popen's start: nothing of posix_spawn's to reuse
+    used = True  # whether the file may hold output (unknown until it is read)
     if reuse is not None:
         out, actions = reuse.take()
     else:
@@ -65,9 +66,10 @@ def run_group(
             if live is not None:
                 live.discard(proc.pid)
         text, truncated = read_spool(out, output_limit)
+        used = text != ""
     finally:
         if reuse is not None:
-            reuse.give(out, actions)
+            reuse.give(out, actions, used)
         else:
             os.close(out)
     timed_out = stop == "timeout"
@@ -138,14 +140,14 @@ def spool() -> int:
 
 
 class Spool:
-    """A sandbox's output file, used by each of its commands in turn: emptied after a command instead of a
-    new file (an ext4 inode, ~0.1-0.4 ms of the runner's CPU with many sessions) created and freed per
+    """A sandbox's output file, used by each of its commands in turn: emptied before the next command instead
+    of a new file (an ext4 inode, ~0.1-0.4 ms of the runner's CPU with many sessions) created and freed per
     command; with the posix_spawn file actions made for it, which the next command reuses too. A command
     that starts while another one holds it gets a file of its own. close() with the sandbox."""
 
     def __init__(self, cwd: str) -> None:
         self._cwd = cwd
-        self._idle: tuple[int, Actions | None] | None = None
+        self._idle: tuple[int, Actions | None, bool] | None = None
         self._lock = threading.Lock()
         self._closed = False
 
@@ -153,7 +155,15 @@ class Spool:
         with self._lock:
             idle, self._idle = self._idle, None
         if idle is not None:
-            return idle
+            out, actions, used = idle
+            if not used:
+                return out, actions
+            try:  # emptied now, not when the last command gave it back: the sandbox's last one never is
+                os.ftruncate(out, 0)
+                os.lseek(out, 0, os.SEEK_SET)  # the offset the next command's stdout and stderr share
+                return out, actions
+            except OSError:
+                _close(out, actions)
         out = spool()
         try:
             return out, Actions(out, self._cwd) if usable() else None
@@ -161,17 +171,12 @@ class Spool:
             os.close(out)
             raise
 
-    def give(self, out: int, actions: Actions | None) -> None:
-        """A command's file back, once the command and its group are gone."""
-        try:
-            os.ftruncate(out, 0)  # its output goes now, not at the next command
-            os.lseek(out, 0, os.SEEK_SET)  # the offset the next command's stdout and stderr share
-        except OSError:
-            _close(out, actions)
-            return
+    def give(self, out: int, actions: Actions | None, used: bool = True) -> None:
+        """A command's file back, once the command and its group are gone; `used`: unless it is known to
+        be empty (then nothing needs emptying)."""
         with self._lock:
             if self._idle is None and not self._closed:
-                self._idle = (out, actions)
+                self._idle = (out, actions, used)
                 return
         _close(out, actions)
 
@@ -180,7 +185,7 @@ class Spool:
             self._closed = True
             idle, self._idle = self._idle, None
         if idle is not None:
-            _close(*idle)
+            _close(idle[0], idle[1])
 
 
 def _close(out: int, actions: Actions | None) -> None:
