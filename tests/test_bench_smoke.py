@@ -60,6 +60,13 @@ def test_bench_commands_prints_per_command_cpu_per_thread_count() -> None:
     assert [r[:2] for r in rows[1:]] == [["1", "5"], ["3", "15"]] and "exec ms" in out
 
 
+def test_bench_tools_prints_thread_cpu_per_tool() -> None:
+    out = bench("bench_tools.py", "-n", "2", "--threads", "2", "--turn-ms", "0")
+    rows = {r[0]: r[1] for r in ([c.strip() for c in line.strip("|").split("|")] for line in out.splitlines()
+                                 if line.startswith("| "))}
+    assert rows["search_files"] == "2" and rows["process (wait)"] == "2" and rows["all"] == "12"
+
+
 def test_bench_sandbox_local_overhead_table() -> None:
     out = bench("bench_sandbox.py", "-n", "3", "--backends", "local", "--runner-prompts", "0")
     assert "open ms" in out and "\nlocal " in out
