@@ -12,7 +12,7 @@ import tempfile
 
 import pytest
 
-from hermes_exp.sandbox.process import clean_env, read_bounded, read_spool, run_group, spool
+from hermes_exp.sandbox.process import FIRST_READ, clean_env, read_bounded, read_spool, run_group, spool
 
 
 def _check_private_and_unlinked(fd: int) -> None:
@@ -54,12 +54,15 @@ def test_spool_is_a_private_unlinked_file_and_commands_write_to_it(tmpfile: bool
     assert result.exit_code == 0 and result.output.split() == ["3", "err"]
 
 
-@pytest.mark.parametrize("size", [0, 10, 4000, 4001, 100_000])
-def test_read_spool_keeps_head_and_tail_as_read_bounded(size: int) -> None:
+@pytest.mark.parametrize("size, limit", [(0, 1000), (10, 1000), (4000, 1000), (4001, 1000), (100_000, 1000),
+                                         *((n, 20_000) for n in (0, FIRST_READ - 1, FIRST_READ, FIRST_READ + 1,
+                                                                 80_000, 80_001, 300_000))])
+def test_read_spool_keeps_head_and_tail_as_read_bounded(size: int, limit: int) -> None:
+    """Also past read_spool's first read (FIRST_READ), where it asks the file's size."""
     data = bytes((i * 7) % 26 + 97 for i in range(size)) + "é".encode()
     fd = spool()
     try:
         os.write(fd, data)
-        assert read_spool(fd, 1000) == read_bounded(io.BytesIO(data), 1000)
+        assert read_spool(fd, limit) == read_bounded(io.BytesIO(data), limit)
     finally:
         os.close(fd)

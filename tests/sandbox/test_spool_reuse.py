@@ -1,17 +1,16 @@
 """A sandbox's commands share one output file (sandbox/process.py Spool): emptied after each command, so the
-next one sees none of the last one's output, never shared by two commands at once, closed with the sandbox;
-and the spool read with its size asked only past its first 64 KiB, as read_bounded reads it."""
+next one sees none of the last one's output, never shared by two commands at once, closed with the sandbox
+(the spool read past its first 64 KiB: tests/sandbox/test_spool.py)."""
 
 from __future__ import annotations
 
-import io
 import os
 import threading
 from typing import Any
 
 import pytest
 
-from hermes_exp.sandbox.process import FIRST_READ, read_bounded, read_spool, spool
+from hermes_exp.sandbox.process import read_spool, spool
 
 # the command's stdout: which file (inode), how many names it has, where the shared offset starts
 WHICH = "grep pos /proc/$$/fdinfo/1; stat -L -c '%i %h' /proc/self/fd/1"
@@ -70,14 +69,3 @@ def _open_inodes() -> set[str]:
         except OSError:  # the directory's own descriptor, gone
             pass
     return found
-
-
-@pytest.mark.parametrize("size", [0, FIRST_READ - 1, FIRST_READ, FIRST_READ + 1, 80_000, 80_001, 300_000])
-def test_read_spool_past_its_first_read_keeps_head_and_tail_as_read_bounded(size: int) -> None:
-    data = bytes((i * 7) % 26 + 97 for i in range(size))
-    fd = spool()
-    try:
-        os.write(fd, data)
-        assert read_spool(fd, 20_000) == read_bounded(io.BytesIO(data), 20_000)
-    finally:
-        os.close(fd)
