@@ -21,6 +21,7 @@ from hermes_exp.sandbox import grouplog
 
 GROUP, PROCESS = "group", "pid"
 STOPPED = "stopped"  # written by the runner at its shutdown: its workers' sandbox factories stop starting
+CLAIM = "invocation"  # `invocation-<runner pid>`: a runner's watchdog holds the folder (see Watchdog)
 
 
 def registry_dir(run_id: str) -> Path:
@@ -219,7 +220,11 @@ class Watchdog:
     """Kills what an earlier invocation of the run left, then starts a process in its own session that
     waits for this runner to end (its stdin closes, however the runner died) and kills every process
     the run recorded. On a normal end the runner first drops its workers' records: an idle executor
-    worker may serve the next job of a sweep."""
+    worker may serve the next job of a sweep.
+
+    The folder holds this invocation's claim file while it runs: an earlier invocation's worker or
+    watchdog, exiting late, removes the folder only if empty (rmdir), so it cannot take this one's
+    (whose stop mark, `mark_stopped`, would then be lost) between its start and its first record."""
 
     def __init__(self, run_id: str) -> None:
         self.dir = registry_dir(run_id)
@@ -227,8 +232,8 @@ class Watchdog:
 
     def __enter__(self) -> "Watchdog":
         reap(self.dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self._proc = subprocess.Popen([sys.executable, "-m", "hermes_exp.sandbox.reaper", str(self.dir)],
+        claim = _claim(self.dir)
+        self._proc = subprocess.Popen([sys.executable, "-m", "hermes_exp.sandbox.reaper", str(self.dir), claim.name],
                                       stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True,
                                       close_fds=True)
         return self
@@ -244,11 +249,30 @@ class Watchdog:
                 self._proc.kill()
 
 
-def _watch(where: Path) -> None:
+def _claim(where: Path) -> Path:
+    """Make the folder with this invocation's claim file in it. An earlier invocation's process may
+    remove the folder (empty) between the two steps: then the file cannot be made, and both are again.
+    Other claims are earlier invocations' (runlock.py: one at a time), left by a killed watchdog."""
+    claim = where / f"{CLAIM}-{os.getpid()}"
+    while True:
+        where.mkdir(parents=True, exist_ok=True)
+        try:
+            claim.touch()
+            break
+        except FileNotFoundError:
+            continue
+    for other in where.glob(f"{CLAIM}-*"):
+        if other != claim:
+            other.unlink(missing_ok=True)
+    return claim
+
+
+def _watch(where: Path, claim: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C to the runner's terminal is not for us
     sys.stdin.buffer.read()  # returns when every writer is gone: the runner ended, or was killed
     reap(where)
     try:
+        (where / claim).unlink(missing_ok=True)
         (where / STOPPED).unlink(missing_ok=True)
         where.rmdir()
     except OSError:
@@ -256,4 +280,4 @@ def _watch(where: Path) -> None:
 
 
 if __name__ == "__main__":
-    _watch(Path(sys.argv[1]))
+    _watch(Path(sys.argv[1]), sys.argv[2])
