@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 
+import openai
 import pytest
 from test_deadlines import ANSWER
 from test_providers import TOOLS, settings_for
@@ -31,6 +32,7 @@ class RawServer:
         self.mode = mode
         self.connections = 0
         self.targets: list[str] = []  # the request target of every request answered
+        self.methods: list[str] = []  # and its method
         self._sock = socket.create_server(("127.0.0.1", 0))
         self._sock.settimeout(0.1)
         self.base_url = f"http://127.0.0.1:{self._sock.getsockname()[1]}/v1"
@@ -49,9 +51,11 @@ class RawServer:
 
     def _answer_all(self, conn: socket.socket) -> None:
         with conn, conn.makefile("rb") as reader:
-            while target := _read_request(reader):
+            while request := _read_request(reader):
+                method, target = request
+                self.targets.append(target)  # before the answer: the caller may look once it has it
+                self.methods.append(method)
                 conn.sendall(self._response(target))
-                self.targets.append(target)
                 if self.mode in ("close", "drop_idle", "http10", "until_close", "garbage"):
                     break  # "close" said so in its header; "drop_idle" hangs up without a word
 
@@ -66,8 +70,8 @@ class RawServer:
             head = "HTTP/1.1 100 Continue\r\n\r\n" + head
         if self.mode == "garbage":
             return b"SSH-2.0-OpenSSH_9.2\r\n\r\n"
-        if self.mode == "redirect" and not target.startswith("/moved/"):
-            return f"HTTP/1.1 307 Temporary Redirect\r\nLocation: /moved{target}\r\nContent-Length: 0\r\n\r\n".encode()
+        if self.mode.startswith("redirect-") and not target.startswith("/moved/"):  # redirect-STATUS
+            return f"HTTP/1.1 {self.mode[9:]} Moved\r\nLocation: /moved{target}\r\nContent-Length: 0\r\n\r\n".encode()
         if self.mode == "chunked_gzip":
             data = gzip.compress(BODY)
             chunks = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (data[:10], data[10:]))
@@ -81,16 +85,17 @@ class RawServer:
         self._sock.close()
 
 
-def _read_request(reader) -> str:
-    """Read one request (head and Content-Length body): its target; "" when the client closed the connection."""
+def _read_request(reader) -> tuple[str, str] | None:
+    """Read one request (head and Content-Length body): its method and target; None when the client
+    closed the connection."""
     length = None
-    target = ""
+    method = target = ""
     while True:
         line = reader.readline()
         if not line:
-            return ""
+            return None
         if not target:
-            target = line.decode("latin-1").split(" ")[1]
+            method, target = line.decode("latin-1").split(" ")[:2]
             continue
         if line in (b"\r\n", b"\n"):
             break
@@ -98,7 +103,7 @@ def _read_request(reader) -> str:
         if name.strip().lower() == "content-length":
             length = int(value)
     reader.read(length or 0)
-    return target
+    return method, target
 
 
 @pytest.fixture
@@ -133,10 +138,20 @@ def test_every_framing_is_read_and_a_kept_alive_connection_is_reused(serve, mode
     assert server.connections == connections
 
 
-def test_a_redirect_is_followed_to_the_answer(serve) -> None:
-    server = serve("redirect")
-    assert ask_three(server) == [ANSWER["choices"][0]["message"]["content"]] * 3
-    assert server.targets.count("/moved/v1/chat/completions") == 3 and server.targets[-1].startswith("/moved/")
+def sdk_ask_three(server: RawServer) -> list[str]:
+    """The reference: the openai SDK as a user calls it, with its default HTTP client."""
+    client = openai.OpenAI(api_key="sk-test", base_url=server.base_url, max_retries=0)
+    return [client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}]
+                                           ).choices[0].message.content for _ in range(3)]
+
+
+@pytest.mark.parametrize("ask", [ask_three, sdk_ask_three], ids=["ours", "sdk"])
+@pytest.mark.parametrize("status,method", [(301, "GET"), (302, "GET"), (303, "GET"), (307, "POST"), (308, "POST")])
+def test_a_redirect_is_sent_once_and_followed_as_the_sdk_follows_it(serve, ask, status: int, method: str) -> None:
+    server = serve(f"redirect-{status}")
+    assert ask(server) == [ANSWER["choices"][0]["message"]["content"]] * 3
+    sent = list(zip(server.methods, server.targets))
+    assert sent == [("POST", "/v1/chat/completions"), (method, "/moved/v1/chat/completions")] * 3
 
 
 def test_a_server_that_does_not_speak_http_fails_the_call_as_a_connection_error(serve) -> None:

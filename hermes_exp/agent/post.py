@@ -97,21 +97,25 @@ class PreparedPost:
         """The read response. Raises httpx2's exceptions (the caller maps them to the SDK's), never on
         an HTTP status. Straight through the client's transport: the client adds no auth, hooks or
         cookies to these requests, and its per-request layers for them cost as much CPU as the
-        exchange; a redirect is followed by the client itself, as before."""
+        exchange; a redirect is followed from the answer by the client itself (`_read`)."""
         response = self._transport.handle_request(request)
         response.request = request
         return self._read(response, request)
 
     def _read(self, response: httpx2.Response, request: httpx2.Request) -> httpx2.Response:
-        if response.has_redirect_location:
-            response.close()
-            return self._http.send(request)
         try:
             response.read()
         except BaseException:
             response.close()
             raise
-        return response
+        if not (response.has_redirect_location and self._http.follow_redirects):
+            return response
+        # Followed from this answer, as the client (like the SDK's default one) follows it: a 307/308
+        # repeats the POST at the new location, a 301/302/303 asks it with a GET; the request already
+        # sent is not sent again. The rest of the chain is the client's.
+        followed = self._http.send(self._http._build_redirect_request(request, response))
+        followed.history = [response, *followed.history]
+        return followed
 
 
 def _plain_json(received: Received) -> bool:
