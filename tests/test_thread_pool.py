@@ -1,11 +1,16 @@
 """The threads executor (executor=threads, thread_pool.py): every task once, results as they finish, tasks
 read ahead as joblib read them, the first error raised in the caller, and no task started once the
-caller stops (without waiting for the tasks in flight: joblib's close did) or a task failed."""
+caller stops (without waiting for the tasks in flight: joblib's close did) or a task failed; threads
+started only for tasks (a real run resumed for 3 tasks with num_workers=256 starts 3 at most)."""
 
 from __future__ import annotations
 
+import json
+import sqlite3
+import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -90,3 +95,48 @@ def test_a_caller_that_stops_early_lets_the_tasks_in_flight_end_and_starts_no_ot
     release.set()
     threads[0].join()
     assert ran == [0, 1] and read == [0, 1, 2]  # 1 was in flight when the caller stopped; no other began
+
+
+@pytest.mark.parametrize("pre_dispatch", ["n_jobs", "2*n_jobs", "all"])
+def test_threads_are_started_while_tasks_wait_up_to_n_jobs(pre_dispatch: str) -> None:
+    together = threading.Barrier(4, timeout=60)  # broken unless 4 tasks run at once
+    names: set[str] = set()
+
+    def fn(settings: dict, task: int) -> int:
+        names.add(threading.current_thread().name)
+        if task < 4:
+            together.wait()
+        return task
+
+    executor = JoblibExecutor(backend="threading", n_jobs=4, pre_dispatch=pre_dispatch)
+    assert sorted(executor.map_unordered(fn, {}, iter(range(20)))) == list(range(20))
+    assert names == {f"hx-session-{i}" for i in range(4)}
+
+
+def test_a_run_resumed_for_3_tasks_with_256_workers_starts_at_most_3_session_threads(tmp_path: Path) -> None:
+    from test_providers import settings_for
+
+    from hermes_exp import run as run_mod
+
+    data = tmp_path / "prompts.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"count the words {i}"}) + "\n" for i in range(6)))
+    out = tmp_path / "out"
+    common = (f"run_dir={out}", f"dataset.path={data}", "sandbox=local", "distribution=terminal_only")
+    assert run_mod.run(settings_for(*common, "num_workers=2")) == 0
+    with sqlite3.connect(out / "ledger.db") as conn:  # 3 provider errors: retried by the next invocation
+        conn.execute("UPDATE tasks SET state = 'error', error_class = 'provider' WHERE prompt_index < 3")
+    names: list[str] = []
+
+    def first_call(*_: object) -> None:  # each thread threading starts: its name, then no more tracing
+        names.append(threading.current_thread().name)
+        sys.settrace(None)
+
+    threading.settrace(first_call)
+    try:
+        assert run_mod.run(settings_for(*common, "num_workers=256")) == 0
+    finally:
+        threading.settrace(None)
+    sessions = [name for name in names if name.startswith("hx-session-")]
+    assert 1 <= len(sessions) <= 3, sessions
+    with sqlite3.connect(out / "ledger.db") as conn:
+        assert conn.execute("SELECT COUNT(*) FROM tasks WHERE state = 'done'").fetchone()[0] == 6
