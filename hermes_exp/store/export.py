@@ -64,7 +64,8 @@ def export(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> dict[str,
         try:
             statistics = _export(ledger, run_dir, settings, tasks, key)
         except Stale:  # the index pointed at a line that is not there: render every line
-            statistics = _export(ledger, run_dir, settings, tasks := Tasks(ledger, settings, registry, None), key)
+            tasks = Tasks(ledger, settings, registry, None)  # (its .previous, None, tells the log below)
+            statistics = _export(ledger, run_dir, settings, tasks, key)
         if tasks.previous is not None:
             log.info("export: %d of %d task(s) rendered, the others' lines copied from the last export",
                      tasks.rendered, tasks.seen)
