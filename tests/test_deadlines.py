@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from httpd import accept_forever
 from test_providers import TOOLS, settings_for
 
 from hermes_exp.agent.model import ModelClient
@@ -34,13 +35,7 @@ class TrickleServer:
         self._stop = threading.Event()
 
     def serve(self) -> None:
-        self._sock.settimeout(0.1)
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except OSError:
-                continue
-            threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
+        accept_forever(self._sock, self._trickle, self._stop)
 
     def _trickle(self, conn: socket.socket) -> None:
         sent = 0

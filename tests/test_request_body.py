@@ -13,6 +13,7 @@ import tracemalloc
 from collections.abc import Iterator
 
 import pytest
+from httpd import accept_forever
 from test_deadlines import ANSWER
 from test_providers import FAST_RETRY, TOOLS, settings_for
 
@@ -33,15 +34,7 @@ class RecordingServer:
         self.held: list[list[int]] = []  # per request: sizes of the agent's large blocks alive meanwhile
         self._sock = socket.create_server(("127.0.0.1", 0))
         self.base_url = f"http://127.0.0.1:{self._sock.getsockname()[1]}/v1"
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self._sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._answer_all, args=(conn,), daemon=True).start()
+        threading.Thread(target=accept_forever, args=(self._sock, self._answer_all), daemon=True).start()
 
     def _answer_all(self, conn: socket.socket) -> None:
         with conn, conn.makefile("rb") as reader:
