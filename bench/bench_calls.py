@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_runner import cli_args
-from harness import mock_server, print_table, write_prompts
+from harness import THREAD_TIMED, mock_server, print_table, write_prompts
 
 # (label, module, attribute path): wrapped with thread CPU per call; a module-level name is wrapped where
 # it is looked up (run.ledger_row, post.encode: the call's Body).
@@ -38,6 +38,7 @@ TIMED = [("complete", "hermes_exp.agent.model", "ModelClient.complete"),
 
 WRAPPER = """
 import atexit, gc, importlib, json, os, resource, runpy, sys, threading, time
+""" + THREAD_TIMED + """
 TIMED = json.loads(os.environ["HX_BENCH_TIMED"])
 ACC, LOCK, GC, START = {}, threading.Lock(), {"cpu": 0.0, "full": 0.0}, threading.local()
 def wrap(label, module, path):
@@ -45,16 +46,10 @@ def wrap(label, module, path):
     *outer, name = path.split(".")
     for part in outer:
         owner = getattr(owner, part)
-    inner = getattr(owner, name)
-    def timed(*args, **kwargs):
-        start = time.thread_time()
-        try:
-            return inner(*args, **kwargs)
-        finally:
-            spent = time.thread_time() - start
-            with LOCK:
-                ACC[label] = ACC.get(label, 0.0) + spent
-    setattr(owner, name, timed)
+    def add(spent):
+        with LOCK:
+            ACC[label] = ACC.get(label, 0.0) + spent
+    setattr(owner, name, _thread_timed(getattr(owner, name), add))
 def collected(phase, info):
     if phase == "start":
         START.t = time.thread_time()

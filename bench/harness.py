@@ -14,6 +14,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# A function wrapped to add the calling thread's CPU of each call (time.thread_time: the GIL wait is no
+# CPU) to `add(seconds)`; code for the runner's process, shared by WRAPPER and bench_calls.py's.
+THREAD_TIMED = """
+def _thread_timed(inner, add):
+    def timed(*args, **kwargs):
+        start = time.thread_time()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            add(time.thread_time() - start)
+    return timed
+"""
+
 # Runs the CLI exactly as `python -m hermes_exp.cli ARGS` does, and at exit writes the runner's own
 # resource usage (RUSAGE_SELF: every thread of the runner) apart from that of the processes it ran
 # (RUSAGE_CHILDREN: tool commands), plus when imports ended, to the file named by HX_BENCH_RUSAGE.
@@ -22,6 +35,7 @@ from typing import Any
 # with vfork) into ru_maxrss, which would report the benchmark's memory as the runner's.
 WRAPPER = """
 import atexit, json, os, resource, runpy, sys, threading, time
+""" + THREAD_TIMED + """
 try:  # what the hermes-exp command does before anything else: start again with glibc's thread cache off
     from hermes_exp.launch import reexec
 except ImportError:  # a runner from before hermes_exp/launch.py
@@ -31,21 +45,15 @@ if reexec is not None:
 _TOOLS = {"calls": 0, "cpu": 0.0}
 _TOOLS_LOCK = threading.Lock()
 def _timed_tools():
-    # CPU of the calling thread only (time.thread_time): what the runner spends on a tool call, the spawn,
-    # pipes and result handling included; the command's own CPU is RUSAGE_CHILDREN, the GIL wait is no CPU.
+    # CPU of the calling thread only: what the runner spends on a tool call, the spawn, pipes and result
+    # handling included; the command's own CPU is RUSAGE_CHILDREN.
     # the registry's dispatch (importing the agent loop here would import openai and distort start-up)
     from hermes_exp.tools.registry import Registry
-    inner = Registry.call
-    def call_tool(*args, **kwargs):
-        start = time.thread_time()
-        try:
-            return inner(*args, **kwargs)
-        finally:
-            spent = time.thread_time() - start
-            with _TOOLS_LOCK:
-                _TOOLS["calls"] += 1
-                _TOOLS["cpu"] += spent
-    Registry.call = call_tool
+    def add(spent):
+        with _TOOLS_LOCK:
+            _TOOLS["calls"] += 1
+            _TOOLS["cpu"] += spent
+    Registry.call = _thread_timed(Registry.call, add)
 def _hwm_kb():
     for line in open("/proc/self/status"):
         if line.startswith("VmHWM:"):
