@@ -273,6 +273,8 @@ def _watch(where: Path, claim: str) -> None:
     reap(where)
     try:
         (where / claim).unlink(missing_ok=True)
+        if any(where.glob(f"{CLAIM}-*")):  # a later invocation's (this runner was killed): its stop mark
+            return
         (where / STOPPED).unlink(missing_ok=True)
         where.rmdir()
     except OSError:

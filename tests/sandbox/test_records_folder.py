@@ -1,7 +1,8 @@
 """The run's records folder (sandbox/reaper.py) across invocations, with real processes: an earlier
 invocation's executor worker that exits while a new invocation runs (its parent watch polls once a
 second, so it ends ~1 s after its runner) removes its own log but not the new invocation's folder, so
-the new runner's stop mark still reaches its workers."""
+the new runner's stop mark still reaches its workers; nor does a killed runner's watchdog, ending late,
+remove that mark; a claim left by a killed watchdog does not keep the folder forever."""
 
 from __future__ import annotations
 
@@ -56,5 +57,18 @@ def test_a_claim_left_by_a_killed_watchdog_does_not_keep_the_folder() -> None:
         with Watchdog(run_id):
             assert [path.name for path in where.iterdir()] == [f"invocation-{os.getpid()}"]
         assert not where.exists()
+    finally:
+        subprocess.run(["rm", "-rf", str(where)])
+
+
+def test_a_killed_runners_watchdog_leaves_the_next_invocations_stop_mark() -> None:
+    run_id = f"rf-{uuid.uuid4().hex[:8]}"
+    where = registry_dir(run_id)
+    try:
+        with Watchdog(run_id):  # the old runner; its watchdog ends when the runner does
+            since = time.time()
+            (where / "invocation-1").touch()  # a later invocation (runlock.py: this one was killed)...
+            mark_stopped(run_id)  # ...already shutting down
+        assert stopped_since(run_id, since) and sorted(p.name for p in where.iterdir()) == ["invocation-1", "stopped"]
     finally:
         subprocess.run(["rm", "-rf", str(where)])
