@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Prepare a fresh Debian 12 machine (as root) for the sandbox tests: bubblewrap, a private dockerd,
-# and two tiny busybox test images. Idempotent: a second run reuses a dockerd that still answers.
+# Prepare a fresh Debian 12 machine (as root) for the sandbox tests: bubblewrap, a private dockerd
+# (crun registered as a second OCI runtime, for sandbox.runtime=crun), and two tiny busybox test images.
+# Idempotent: a second run reuses a dockerd that still answers (as it was started: crun or not).
 #
 #   .ci/setup-sandboxes.sh [ENVFILE]        install, start dockerd, build images, write `export` lines
 #   .ci/setup-sandboxes.sh stop [ENVFILE]   stop the dockerd that ENVFILE's setup started (if it
@@ -39,13 +40,14 @@ stop_engine() {
 install_packages() {
     local missing=()
     command -v dockerd >/dev/null || missing+=(docker.io)
+    command -v crun >/dev/null || missing+=(crun)
     command -v bwrap >/dev/null || missing+=(bubblewrap)
     [[ -x /bin/busybox ]] || missing+=(busybox-static)
     if ((${#missing[@]})); then
         log "installing ${missing[*]}"
         export DEBIAN_FRONTEND=noninteractive
         apt-get update -q
-        apt-get install -y -q --no-install-recommends docker.io bubblewrap busybox-static
+        apt-get install -y -q --no-install-recommends docker.io crun bubblewrap busybox-static
     fi
 }
 
@@ -56,7 +58,7 @@ start_engine() {
     log "starting dockerd (log: $D/log)"
     # setsid + nohup: the engine must outlive this script and the CI step that ran it.
     setsid nohup dockerd --data-root "$D/data" --exec-root "$D/exec" -H "$SOCK" \
-        --pidfile "$D/dockerd.pid" >"$D/log" 2>&1 </dev/null &
+        --add-runtime "crun=$(command -v crun)" --pidfile "$D/dockerd.pid" >"$D/log" 2>&1 </dev/null &
     local deadline=$((SECONDS + WAIT_SECONDS))
     until engine_up; do
         if ((SECONDS >= deadline)); then
