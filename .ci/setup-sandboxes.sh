@@ -51,6 +51,21 @@ install_packages() {
     fi
 }
 
+# crun refuses every container on a hybrid cgroup host (v1 controllers, plus a cgroup2 hierarchy at
+# /sys/fs/cgroup/unified) while the cgroup2 side holds any controller ("cgroups in hybrid mode not
+# supported, drop all controllers from cgroupv2"): seen with hugetlb, which no v1 hierarchy had taken.
+# Binding such a controller to a v1 hierarchy of its own takes it off cgroup2 (runc works either way).
+free_cgroup2_controllers() {
+    local unified=/sys/fs/cgroup/unified
+    [[ "$(stat -fc %T /sys/fs/cgroup 2>/dev/null)" == tmpfs && -r "$unified/cgroup.controllers" ]] || return 0
+    local c
+    for c in $(cat "$unified/cgroup.controllers"); do
+        log "binding the cgroup controller $c to a v1 hierarchy (crun refuses hybrid mode with it on cgroup2)"
+        mkdir -p "/sys/fs/cgroup/$c"
+        mount -t cgroup -o "$c" cgroup "/sys/fs/cgroup/$c" || log "could not: sandbox.runtime=crun will fail here"
+    done
+}
+
 start_engine() {
     mkdir -p "$D"
     if engine_up; then log "dockerd already answers on $SOCK"; STARTED=no; return; fi
@@ -127,6 +142,7 @@ main() {
     [[ "$(id -u)" == 0 ]] || { log "run me as root"; exit 1; }
     local envfile="${1:-$D/env}"
     install_packages
+    free_cgroup2_controllers
     start_engine
     build_image "$IMAGE1" ""
     build_image "$IMAGE2" "IMAGE2"

@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Any
 
-from hermes_exp.errors import SandboxError
+from hermes_exp.errors import ConfigError, SandboxError
 from hermes_exp.sandbox.docker_engine import (OWNER_LABEL, RUN_LABEL, TASK_LABEL, _engine_errors, check_runtime,
                                               connect, quietly_kill, quietly_remove, reap)
 from hermes_exp.sandbox.docker_images import ImageCache
@@ -178,8 +178,9 @@ class DockerSandboxFactory:
             self._remover.drain()
         try:
             reap(self._api(), self.run_id, everything=True)
-        except SandboxError as exc:
-            # An engine that never answered holds nothing of ours; the start-up error said it all.
+        except (SandboxError, ConfigError) as exc:
+            # An engine that never answered (or lacks sandbox.runtime) holds nothing of ours: no process of
+            # the run could make a container; the start-up error said it all.
             if self._client is not None:
                 log.warning("docker sandbox shutdown: %s", exc)
 

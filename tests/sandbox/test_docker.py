@@ -150,7 +150,7 @@ def test_runtime_is_the_containers_and_the_pools(make_factory, docker_client) ->
         unavailable(f"the engine has no crun runtime (it offers {offered}): start it with "
                     "`dockerd --add-runtime crun=/usr/bin/crun` (.ci/setup-sandboxes.sh does)")
     factory = make_factory(runtime="crun", warm_pool=1)
-    task = factory.open("v1:crun", {"cwd": "/elsewhere"})  # not the pool's workdir: a container of its own
+    task = factory.open("v1:crun", {})  # the pool starts filling now: this one starts a container of its own
     deadline = time.monotonic() + 60
     while not factory.pool.ready() and time.monotonic() < deadline:
         time.sleep(0.05)
