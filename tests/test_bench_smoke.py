@@ -88,8 +88,9 @@ def test_bench_docker_per_call_table() -> None:
     need_engine()
     out = bench("bench_docker.py", "--sessions", "1,2", "--prompts", "2", "--image", IMAGE,
                 "--override", "warm_pool=1")
-    rows = [r for r in (line.split() for line in out.splitlines()) if len(r) == 7 and r[0] in ("1", "2")]
-    assert [r[0] for r in rows] == ["1", "2"]
+    table = out.split("client CPU ms/prompt\n")[1].split("\n\n")[0]
+    rows = [line.split() for line in table.splitlines()]
+    assert [r[0] for r in rows] == ["1", "2"] and all(len(r) == 7 for r in rows)
     assert all(float(r[5]) > 0 for r in rows), out  # the engine's CPU per prompt, whatever its source
     assert "engine CPU from: " in out and "exec_create" in out and "2 sessions: engine calls per prompt" in out
 
