@@ -33,7 +33,7 @@ def read_file(api: Any, cid: str, workdir: str, path: str, limit: int) -> bytes:
     full = posixpath.join(workdir, confine(workdir, path))
     code, out, err = _run(api, cid, ["sh", "-c", READ, full, str(max(limit, 0))], None)
     if code == SYMLINK:  # only to a target inside the workdir (from there on, as the shell follows it)
-        full = posixpath.join(workdir, confine(workdir, out.decode("utf-8", "surrogateescape").rstrip("\n")))
+        full = posixpath.join(workdir, confine(workdir, out.decode("utf-8", "replace").rstrip("\n")))
         code, out, err = _run(api, cid, ["sh", "-c", FOLLOWED, full, str(max(limit, 0))], None)
     if code == NOT_FOUND_127:
         return archive.read_file(api, cid, workdir, path, limit)
