@@ -1,7 +1,7 @@
 """The file tools' read and write in a running container through one `docker exec` each: a small shell
-script, the data on its stdin or its stdout. Under crun an exec costs the engine about 40% of what an
-archive call does (which re-executes dockerd to tar or untar in the container's root; bench/RESULTS.md,
-tenth pass), and under runc still less. They keep what the archive API did: a written file is root's,
+script, the data on its stdin or its stdout. An archive call makes dockerd re-execute itself to tar or
+untar in the container's root; an exec costs the engine ~40% of that under crun, ~70% under runc
+(bench/RESULTS.md, tenth pass). They keep what the archive API did: a written file is root's,
 mode 0644, replacing whatever non-directory was there (a symlink included) and creating missing parent
 directories; a read follows a symlink only to a target inside the workdir and never opens a FIFO.
 An image whose shell lacks the tools the scripts use (exit 127) falls back to the archive API."""
