@@ -105,6 +105,16 @@ def test_bench_docker_interleaves_variants() -> None:
     assert [row.split()[:2] for row in table] == [["sync", "1"], ["bg", "1"]] and "bg, 1 sessions, last round: engine calls per prompt" in out
 
 
+@pytest.mark.docker
+def test_bench_docker_files_compares_archive_and_exec_per_runtime() -> None:
+    need_engine()
+    out = bench("bench_docker_files.py", "--runtimes", "runc", "--sessions", "1", "--ops", "1", "--rounds", "1",
+                "--image", IMAGE)
+    rows = [line.split() for line in out.split("engine CPU ms\n")[1].splitlines()]
+    assert [" ".join(r[2:4]) for r in rows] == ["archive write", "archive read", "exec write", "exec read",
+                                                 "exec true"] and all(r[:2] == ["runc", "1"] for r in rows)
+
+
 def test_bench_inputs_prints_one_row_per_format(tmp_path: Path) -> None:
     pytest.importorskip("datasets")
     out = bench("bench_inputs.py", "-n", "50", "--prompt-chars", "20", "--workdir", str(tmp_path))
