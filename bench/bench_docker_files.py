@@ -2,7 +2,8 @@
 `--sessions` containers at once, each op `--ops` times per container; latency (median) and the
 engine's CPU per op (bench/engine_cpu.py). The ops: `write_file` and `read_file` as the sandbox does
 them (HEAD stat + put_archive; stat + get_archive), the same through one exec each (stdin to `cat >`;
-`cat`), and a bare exec of `true` (what any exec costs).
+`cat`), a bare exec of `true` (what any exec costs), and a container's whole life (open + close: create,
+start, remove; the removal waited for) for comparison.
 
 usage: python bench/bench_docker_files.py [--runtimes runc,crun] [--sessions 1,8] [--ops 20] [--rounds 2]
 """
@@ -52,30 +53,34 @@ def ops(api: Any, cid: str) -> dict[str, Callable[[], Any]]:
     }
 
 
+def timed(sessions: int, n: int, engine: EngineCpu, op: Callable[[int], Any]) -> tuple[float, float]:
+    """`op(session)` n times in each of `sessions` threads: (median seconds, engine CPU seconds per op)."""
+    times: list[float] = []
+    lock = threading.Lock()
+
+    def one(i: int) -> None:
+        for _ in range(n):
+            t0 = time.perf_counter()
+            op(i)
+            with lock:
+                times.append(time.perf_counter() - t0)
+
+    before = engine.read()
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(sessions)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return statistics.median(times), (engine.read() - before) / len(times)
+
+
 def level(factory: Any, sessions: int, n: int, engine: EngineCpu) -> dict[str, tuple[float, float]]:
+    result = {"open+close": timed(sessions, n, engine, lambda i: factory.open(f"v1:life{i}", {}).close())}
     boxes = [factory.open(f"v1:files{i}", {}) for i in range(sessions)]
     try:
-        names = list(ops(factory._api(), boxes[0].container_id))
-        result = {}
-        for name in names:
-            times: list[float] = []
-            lock = threading.Lock()
-
-            def one(sb: Any) -> None:
-                op = ops(factory._api(), sb.container_id)[name]
-                for _ in range(n):
-                    t0 = time.perf_counter()
-                    op()
-                    with lock:
-                        times.append(time.perf_counter() - t0)
-
-            before = engine.read()
-            threads = [threading.Thread(target=one, args=(sb,)) for sb in boxes]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            result[name] = (statistics.median(times), (engine.read() - before) / len(times))
+        per_box = [ops(factory._api(), sb.container_id) for sb in boxes]
+        for name in per_box[0]:
+            result[name] = timed(sessions, n, engine, lambda i, name=name: per_box[i][name]())
         return result
     finally:
         for sb in boxes:
@@ -100,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         order = runtimes[rnd % len(runtimes):] + runtimes[:rnd % len(runtimes)]
         for runtime in order:
             factory = DockerSandboxFactory(image=args.image, run_id=f"bench-files-{os.getpid()}-{runtime}",
-                                           max_sandboxes=max(args.sessions), runtime=runtime)
+                                           max_sandboxes=max(args.sessions), runtime=runtime,
+                                           remove_in_background=False)  # open+close: the removal counted
             factory.preflight({args.image})
             try:
                 for n in args.sessions:
