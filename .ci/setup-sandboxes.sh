@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Prepare a fresh Debian 12 machine (as root) for the sandbox tests: bubblewrap, a private dockerd,
-# and two tiny busybox test images. Idempotent: a second run reuses a dockerd that still answers.
+# Prepare a fresh Debian 12 machine (as root) for the sandbox tests: bubblewrap, a private dockerd
+# (crun registered as a second OCI runtime, for sandbox.runtime=crun), and two tiny busybox test images.
+# Idempotent: a second run reuses a dockerd that still answers (as it was started: crun or not).
 #
 #   .ci/setup-sandboxes.sh [ENVFILE]        install, start dockerd, build images, write `export` lines
 #   .ci/setup-sandboxes.sh stop [ENVFILE]   stop the dockerd that ENVFILE's setup started (if it
@@ -39,14 +40,30 @@ stop_engine() {
 install_packages() {
     local missing=()
     command -v dockerd >/dev/null || missing+=(docker.io)
+    command -v crun >/dev/null || missing+=(crun)
     command -v bwrap >/dev/null || missing+=(bubblewrap)
     [[ -x /bin/busybox ]] || missing+=(busybox-static)
     if ((${#missing[@]})); then
         log "installing ${missing[*]}"
         export DEBIAN_FRONTEND=noninteractive
         apt-get update -q
-        apt-get install -y -q --no-install-recommends docker.io bubblewrap busybox-static
+        apt-get install -y -q --no-install-recommends docker.io crun bubblewrap busybox-static
     fi
+}
+
+# crun refuses every container on a hybrid cgroup host (v1 controllers, plus a cgroup2 hierarchy at
+# /sys/fs/cgroup/unified) while the cgroup2 side holds any controller ("cgroups in hybrid mode not
+# supported, drop all controllers from cgroupv2"): seen with hugetlb, which no v1 hierarchy had taken.
+# Binding such a controller to a v1 hierarchy of its own takes it off cgroup2 (runc works either way).
+free_cgroup2_controllers() {
+    local unified=/sys/fs/cgroup/unified
+    [[ "$(stat -fc %T /sys/fs/cgroup 2>/dev/null)" == tmpfs && -r "$unified/cgroup.controllers" ]] || return 0
+    local c
+    for c in $(cat "$unified/cgroup.controllers"); do
+        log "binding the cgroup controller $c to a v1 hierarchy (crun refuses hybrid mode with it on cgroup2)"
+        mkdir -p "/sys/fs/cgroup/$c"
+        mount -t cgroup -o "$c" cgroup "/sys/fs/cgroup/$c" || log "could not: sandbox.runtime=crun will fail here"
+    done
 }
 
 start_engine() {
@@ -56,7 +73,7 @@ start_engine() {
     log "starting dockerd (log: $D/log)"
     # setsid + nohup: the engine must outlive this script and the CI step that ran it.
     setsid nohup dockerd --data-root "$D/data" --exec-root "$D/exec" -H "$SOCK" \
-        --pidfile "$D/dockerd.pid" >"$D/log" 2>&1 </dev/null &
+        --add-runtime "crun=$(command -v crun)" --pidfile "$D/dockerd.pid" >"$D/log" 2>&1 </dev/null &
     local deadline=$((SECONDS + WAIT_SECONDS))
     until engine_up; do
         if ((SECONDS >= deadline)); then
@@ -125,6 +142,7 @@ main() {
     [[ "$(id -u)" == 0 ]] || { log "run me as root"; exit 1; }
     local envfile="${1:-$D/env}"
     install_packages
+    free_cgroup2_controllers
     start_engine
     build_image "$IMAGE1" ""
     build_image "$IMAGE2" "IMAGE2"

@@ -27,7 +27,7 @@ NOT_IDENTITY = {
               "mock_server.summary_chars"],
     "provider": ["api_key_env", "base_url", "headers"],
     "sandbox": ["_target_", "root", "keep", "max_sandboxes", "pull_timeout", "output_limit", "max_builds",
-                "max_starts_per_second", "warm_pool", "remove_in_background"],
+                "max_starts_per_second", "warm_pool", "remove_in_background", "runtime"],
     "distribution": ["description"],
 }
 

@@ -88,9 +88,11 @@ def test_bench_docker_per_call_table() -> None:
     need_engine()
     out = bench("bench_docker.py", "--sessions", "1,2", "--prompts", "2", "--image", IMAGE,
                 "--override", "warm_pool=1")
-    rows = [r for r in (line.split() for line in out.splitlines()) if len(r) == 5 and r[0] in ("1", "2")]
-    assert [r[0] for r in rows] == ["1", "2"]
-    assert "exec_create" in out and "2 sessions: engine calls per prompt" in out
+    table = out.split("client CPU ms/prompt\n")[1].split("\n\n")[0]
+    rows = [line.split() for line in table.splitlines()]
+    assert [r[0] for r in rows] == ["1", "2"] and all(len(r) == 7 for r in rows)
+    assert all(float(r[5]) > 0 for r in rows), out  # the engine's CPU per prompt, whatever its source
+    assert "engine CPU from: " in out and "exec_create" in out and "2 sessions: engine calls per prompt" in out
 
 
 @pytest.mark.docker
@@ -101,6 +103,16 @@ def test_bench_docker_interleaves_variants() -> None:
     assert "round 1: sync -> bg" in out and "round 2: bg -> sync" in out and "median over 2 round(s)" in out
     table = out.split("variant      sessions")[1].split("\n\n")[0].splitlines()[1:]
     assert [row.split()[:2] for row in table] == [["sync", "1"], ["bg", "1"]] and "bg, 1 sessions, last round: engine calls per prompt" in out
+
+
+@pytest.mark.docker
+def test_bench_docker_files_compares_archive_and_exec_per_runtime() -> None:
+    need_engine()
+    out = bench("bench_docker_files.py", "--runtimes", "runc", "--sessions", "1", "--ops", "1", "--rounds", "1",
+                "--image", IMAGE)
+    rows = [line.split() for line in out.split("engine CPU ms\n")[1].splitlines()]
+    assert [" ".join(r[2:4]) if len(r) == 6 else r[2] for r in rows] == ["open+close", "archive write", "archive read", "exec write", "exec read",
+                                                 "exec true"] and all(r[:2] == ["runc", "1"] for r in rows)
 
 
 def test_bench_inputs_prints_one_row_per_format(tmp_path: Path) -> None:

@@ -136,15 +136,19 @@ def test_keys_left_out_of_sweep_dir_names_are_not_part_of_the_identity(tmp_path:
 
 
 def test_docker_throughput_options_compose_and_leave_the_identity_alone(tmp_path: Path) -> None:
-    """sandbox.warm_pool, max_starts_per_second and remove_in_background: composed, instantiated, checked,
-    and not part of the run identity (they change how fast containers come and go, not what a task sees)."""
+    """sandbox.warm_pool, max_starts_per_second, remove_in_background and runtime: composed, instantiated,
+    checked, and not part of the run identity (they change how fast containers come and go, or which
+    OCI runtime starts the same container, not what a task sees)."""
     pytest.importorskip("docker")
     base = to_plain(_compose(["sandbox=docker", f"hydra.run.dir={tmp_path}"]))
     assert base["sandbox"]["remove_in_background"] is True and base["sandbox"]["warm_pool"] == 0
-    overrides = ["sandbox.warm_pool=2", "sandbox.max_starts_per_second=5", "sandbox.remove_in_background=false"]
+    assert base["sandbox"]["runtime"] is None
+    overrides = ["sandbox.warm_pool=2", "sandbox.max_starts_per_second=5", "sandbox.remove_in_background=false",
+                 "sandbox.runtime=crun"]
     settings = to_plain(_compose(["sandbox=docker", *overrides, f"hydra.run.dir={tmp_path}"]))
     factory = instantiate(settings["sandbox"], run_id="hx-test")
     assert factory.pool.size == 2 and factory._remover is None and factory._start_rate.interval == 0.2
+    assert factory._limits.runtime == "crun"
     assert identity_hash(settings) == identity_hash(base)
     check(settings)
     bad = to_plain(_compose(["sandbox=docker", "sandbox.remove_in_background=sometimes", f"hydra.run.dir={tmp_path}"]))

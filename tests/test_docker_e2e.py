@@ -245,3 +245,51 @@ def test_no_network_and_no_runner_secrets_inside(tmp_path: Path, engine: Any, ho
     networked = outputs("net", "sandbox.network=true")
     assert "REACHED" in networked[0].replace("UNREACHABLE", "") and accepted
     assert "HX_E2E_SECRET" not in networked[1]
+
+
+def runtimes(engine: Any) -> list[str]:
+    return sorted(engine.info().get("Runtimes") or {})
+
+
+def test_sandbox_runtime_crun_runs_the_containers_under_crun(tmp_path: Path, engine: Any, reap) -> None:
+    """sandbox.runtime=crun: the run's containers (looked at while a task's command runs) are crun's."""
+    if "crun" not in runtimes(engine):
+        unavailable(f"the engine has no crun runtime (it offers {runtimes(engine)}): start it with "
+                    "`dockerd --add-runtime crun=/usr/bin/crun` (.ci/setup-sandboxes.sh does)")
+    rid = run_id(tmp_path, "crun")
+    reap.append(rid)
+    data = write_dataset(tmp_path / "p.jsonl", [{"prompt": f"RUN: sleep 2; echo ran {i}\nSay {i}"} for i in range(3)])
+    seen: list[str] = []
+    with MockServer(latency_ms=50) as server:
+        proc = subprocess.Popen([sys.executable, "-m", "hermes_exp.cli",
+                                 *docker_args(data, "crun", server.base_url, "sandbox.runtime=crun")],
+                                cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            while proc.poll() is None and not seen:
+                for cid in containers_of(engine, rid):
+                    try:
+                        seen.append(engine.api.inspect_container(cid)["HostConfig"]["Runtime"])
+                    except Exception:  # removed between the list and the inspect
+                        pass
+                time.sleep(0.05)
+            _, err = proc.communicate(timeout=180)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 0, err
+    assert seen and set(seen) == {"crun"}, seen
+    outputs = [tool_outputs(t)[0]["output"] for t in read_jsonl(tmp_path / "outputs" / "crun" / "trajectories.jsonl")]
+    assert sorted(outputs) == [f"ran {i}\n" for i in range(3)]
+
+
+def test_an_unknown_sandbox_runtime_fails_the_run_before_any_task(tmp_path: Path, engine: Any, reap) -> None:
+    reap.append(run_id(tmp_path, "noruntime"))
+    data = write_dataset(tmp_path / "p.jsonl", [{"prompt": f"RUN: echo {i}\nSay {i}"} for i in range(3)])
+    result = run_cli(tmp_path, *docker_args(data, "noruntime"), "sandbox.runtime=no-such-runtime")
+    assert result.returncode == 2, result.stderr
+    offered = runtimes(engine)
+    assert "sandbox.runtime='no-such-runtime' is not a runtime of the Docker engine" in result.stderr
+    assert f"it offers: {', '.join(offered)}" in result.stderr and "runc" in offered
+    assert "dockerd --add-runtime no-such-runtime=" in result.stderr
+    assert ledger_rows(tmp_path / "outputs" / "noruntime") == []  # not one task started (or failed)
+    assert not containers_of(engine, run_id(tmp_path, "noruntime"))

@@ -11,9 +11,9 @@ import threading
 import time
 from typing import Any
 
-from hermes_exp.errors import SandboxError
-from hermes_exp.sandbox.docker_engine import (OWNER_LABEL, RUN_LABEL, TASK_LABEL, _engine_errors, connect,
-                                              quietly_kill, quietly_remove, reap)
+from hermes_exp.errors import ConfigError, SandboxError
+from hermes_exp.sandbox.docker_engine import (OWNER_LABEL, RUN_LABEL, TASK_LABEL, _engine_errors, check_runtime,
+                                              connect, quietly_kill, quietly_remove, reap)
 from hermes_exp.sandbox.docker_images import ImageCache
 from hermes_exp.sandbox.docker_lifecycle import Limits, host_config, networked, start_container, without_network_stack
 from hermes_exp.sandbox.docker_pool import POOL_KEY, WarmPool
@@ -40,7 +40,8 @@ class DockerSandboxFactory:
         o = options.docker(settings)
         self.image, self.run_id = o["image"], str(run_id)
         self._born = time.time()  # a shutdown mark older than this is an earlier invocation's
-        self._limits = Limits(o["network"], o["read_only"], o["memory_mb"], float(o["cpus"]), o["pids_limit"])
+        self._limits = Limits(o["network"], o["read_only"], o["memory_mb"], float(o["cpus"]), o["pids_limit"],
+                              o["runtime"])
         self._output_limit = o["output_limit"]
         self._env = o["env"]
         self._base_url = o["base_url"]
@@ -77,7 +78,13 @@ class DockerSandboxFactory:
     def _api(self) -> Any:
         with self._lock:
             if self._client is None:
-                self._client = connect(self._base_url, pool_size=2 * max(self._max, 8) + 4 + self.pool.size)
+                client = connect(self._base_url, pool_size=2 * max(self._max, 8) + 4 + self.pool.size)
+                try:
+                    check_runtime(client.api, self._limits.runtime)  # a bad sandbox.runtime: before any container
+                except BaseException:
+                    client.close()
+                    raise
+                self._client = client
                 reap(self._client.api, self.run_id, everything=False)
             return self._client.api
 
@@ -171,8 +178,9 @@ class DockerSandboxFactory:
             self._remover.drain()
         try:
             reap(self._api(), self.run_id, everything=True)
-        except SandboxError as exc:
-            # An engine that never answered holds nothing of ours; the start-up error said it all.
+        except (SandboxError, ConfigError) as exc:
+            # An engine that never answered (or lacks sandbox.runtime) holds nothing of ours: no process of
+            # the run could make a container; the start-up error said it all.
             if self._client is not None:
                 log.warning("docker sandbox shutdown: %s", exc)
 

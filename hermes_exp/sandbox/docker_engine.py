@@ -10,7 +10,7 @@ import os
 import socket
 from typing import Any
 
-from hermes_exp.errors import SandboxError
+from hermes_exp.errors import ConfigError, SandboxError
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,23 @@ def connect(base_url: str | None, pool_size: int) -> Any:
     except _engine_errors() as exc:
         raise SandboxError(f"cannot reach the Docker engine at {where}: {exc}", ENGINE_HINT) from exc
     return client
+
+
+def check_runtime(api: Any, runtime: str | None) -> None:
+    """Refuse a sandbox.runtime the engine does not offer, before any container is made (the engine
+    would otherwise fail every task's create with "unknown or invalid runtime name")."""
+    if runtime is None:
+        return
+    try:
+        offered = sorted((api.info().get("Runtimes") or {}).keys())
+    except _engine_errors() as exc:
+        raise SandboxError(f"cannot ask the Docker engine for its runtimes: {exc}", ENGINE_HINT) from exc
+    if runtime not in offered:
+        raise ConfigError(f"sandbox.runtime={runtime!r} is not a runtime of the Docker engine (it offers: "
+                          f"{', '.join(offered) or 'none'})",
+                          f"register it on the engine (`dockerd --add-runtime {runtime}=/path/to/{runtime}`, or "
+                          f'"runtimes" in daemon.json) or set sandbox.runtime to one of those, or null for the '
+                          "engine's default")
 
 
 def _one_pool(api: Any, size: int) -> None:

@@ -33,6 +33,7 @@ class Limits:
     memory_mb: int = 2048
     cpus: float = 1.0
     pids_limit: int = 256
+    runtime: str | None = None  # the OCI runtime (sandbox.runtime); None = the engine's default
 
 
 def networked(limits: Limits, task: dict[str, Any]) -> bool:
@@ -58,7 +59,7 @@ def host_config(api: Any, limits: Limits, workdir: str, task: dict[str, Any]) ->
         nano_cpus=int(float(task.get("cpus") or limits.cpus) * 1e9), pids_limit=limits.pids_limit,
         read_only=limits.read_only,
         mounts=mounts, tmpfs={"/tmp": "rw,exec,size=256m"} if limits.read_only else None,
-        security_opt=["no-new-privileges"])
+        security_opt=["no-new-privileges"], runtime=limits.runtime)
 
 
 def container_name(run_id: str, task_key: str) -> str:

@@ -1,5 +1,6 @@
 """`DockerSandbox`: one task's running container. Commands go through `docker exec` (docker_exec),
-files through the archive API (docker_files); `close()` hands the container to its factory's removal
+the file tools' read and write through an exec each (docker_file_tools), folders through the archive
+API (docker_files); `close()` hands the container to its factory's removal
 (in the background by default: docker_remover)."""
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from hermes_exp.errors import SandboxError
+from hermes_exp.sandbox import docker_file_tools as file_tools
 from hermes_exp.sandbox import docker_files as files
 from hermes_exp.sandbox.background import BackgroundSet
 from hermes_exp.sandbox.base import READ_LIMIT, ExecResult, confine
@@ -55,10 +57,10 @@ class DockerSandbox:
         return confine(self.workdir, path)  # symlinks resolve inside the container
 
     def read_file(self, path: str, limit: int = READ_LIMIT) -> bytes:
-        return files.read_file(self._api, self.container_id, self.workdir, path, limit)
+        return file_tools.read_file(self._api, self.container_id, self.workdir, path, limit)
 
     def write_file(self, path: str, data: bytes) -> None:
-        files.write_file(self._api, self.container_id, self.workdir, path, data)
+        file_tools.write_file(self._api, self.container_id, self.workdir, path, data)
 
     def put_archive(self, data: bytes, at: str | None = None) -> None:
         """Unpack a tar into the container's workdir (paths relative to it), or into the existing

@@ -53,7 +53,7 @@ def docker(raw: Mapping[str, Any]) -> dict[str, Any]:
         "max_builds": s.number("max_builds", 2, low=1, integer=True, unit="images built at once"),
         "max_starts_per_second": s.number("max_starts_per_second", 0.0, low=0, unit="starts per second; 0 = no cap"),
         "warm_pool": s.number("warm_pool", 0, low=0, integer=True, unit="containers started ahead; 0 = off"),
-        "remove_in_background": s.flag("remove_in_background", True),
+        "remove_in_background": s.flag("remove_in_background", True), "runtime": _text(s, "runtime", None),
         "output_limit": _output_limit(s), "env": _env(s), "base_url": _text(s, "base_url", None)}
 
 

@@ -11,9 +11,9 @@ import uuid
 
 import pytest
 
-from hermes_exp.errors import SandboxError
+from hermes_exp.errors import ConfigError, SandboxError
 from hermes_exp.sandbox.docker import OWNER_LABEL, RUN_LABEL, TASK_LABEL, DockerSandboxFactory
-from tests.sandbox.conftest import IMAGE, IMAGE2
+from tests.sandbox.conftest import IMAGE, IMAGE2, unavailable
 
 pytestmark = pytest.mark.docker
 
@@ -141,3 +141,38 @@ def test_every_engine_call_shares_one_connection_pool(make_factory) -> None:
     for sb in boxes:
         sb.close()
     assert len(factory._api()._custom_adapter.pools) == 1  # DOCKER_HOST is a unix socket here
+
+
+def test_runtime_is_the_containers_and_the_pools(make_factory, docker_client) -> None:
+    """sandbox.runtime reaches every container the factory makes: a task's and a warm pool's."""
+    offered = sorted(docker_client.info().get("Runtimes") or {})
+    if "crun" not in offered:
+        unavailable(f"the engine has no crun runtime (it offers {offered}): start it with "
+                    "`dockerd --add-runtime crun=/usr/bin/crun` (.ci/setup-sandboxes.sh does)")
+    factory = make_factory(runtime="crun", warm_pool=1)
+    task = factory.open("v1:crun", {})  # the pool starts filling now: this one starts a container of its own
+    deadline = time.monotonic() + 60
+    while not factory.pool.ready() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pooled = factory.open("v1:pooled", {})
+    try:
+        assert factory.pool.taken == 1
+        for sb in (task, pooled):
+            assert docker_client.api.inspect_container(sb.container_id)["HostConfig"]["Runtime"] == "crun"
+            assert sb.exec("echo under crun", timeout=20).output == "under crun\n"
+    finally:
+        task.close()
+        pooled.close()
+
+
+def test_an_unknown_runtime_is_a_config_error_before_any_container(make_factory, docker_client) -> None:
+    factory = make_factory(runtime="no-such-runtime")
+    with pytest.raises(ConfigError) as err:
+        factory.preflight({IMAGE})
+    text = str(err.value)
+    offered = sorted(docker_client.info().get("Runtimes") or {})
+    assert "sandbox.runtime='no-such-runtime'" in text and f"it offers: {', '.join(offered)}" in text
+    assert "dockerd --add-runtime no-such-runtime=" in text
+    with pytest.raises(ConfigError):
+        factory.open("v1:x", {})
+    assert not docker_client.api.containers(all=True, filters={"label": f"{RUN_LABEL}={factory.run_id}"})

@@ -30,6 +30,7 @@ BAD = [  # (reader, key, value, what the message says)
     ("docker", "warm_pool", "4", "must be an integer >= 0"),
     ("docker", "image", "", "must be a non-empty string"),
     ("docker", "base_url", 5, "must be a non-empty string"),
+    ("docker", "runtime", "", "must be a non-empty string"),
     ("docker", "output_limit", 0, "must be a positive integer"),
     ("docker", "env", ["A=1"], "must be a mapping"),
     ("docker", "env", {"A=B": "1"}, "a variable needs a name without '='"),
@@ -62,6 +63,7 @@ def test_defaults_nulls_and_env_values() -> None:
     got = options.docker({"cpus": None, "image": "busybox", "env": {"N": 3, "F": 1.5}})
     assert got["cpus"] == 1.0 and got["image"] == "busybox" and got["env"] == {"N": "3", "F": "1.5"}
     assert got["max_sandboxes"] == 8 and got["remove_in_background"] is True and got["base_url"] is None
+    assert got["runtime"] is None  # the engine's default runtime
     assert options.bwrap({})["memory_mb"] == 4096 and options.host({"keep": None})["keep"] is False
     with pytest.raises(ConfigError, match="sandbox.image"):
         options.docker({"image": None})  # the default image is the section's; null is not "no image"
