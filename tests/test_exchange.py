@@ -219,3 +219,76 @@ def test_https_is_verified_against_the_trusted_certificates_and_the_host_name(se
     assert ask("localhost") == ANSWER["choices"][0]["message"]["content"]
     with pytest.raises(ProviderError, match="certificate verify failed: IP address mismatch"):
         ask("127.0.0.1")  # trusted, but not this host's certificate
+
+
+class SlowReader:
+    """Accepts one connection and does what `mode` says: "slow" starts reading the request only after a
+    pause, then answers; "deaf" never reads; "mute" reads the request and never answers; "drip" answers
+    in pieces with pauses between them."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.received = b""
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self._sock.getsockname()[1]
+        self._done = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        conn, _ = self._sock.accept()
+        with conn:
+            if self.mode == "deaf":
+                self._done.wait(10)
+                return
+            if self.mode == "slow":
+                time.sleep(0.3)  # the client fills the sockets' buffers and waits for room
+            chunks = [b""]
+            while not chunks[-1].endswith(b"}"):  # the request's body is a JSON object: its last byte
+                chunks.append(conn.recv(1 << 16))
+            self.received = b"".join(chunks)
+            if self.mode == "mute":
+                self._done.wait(10)
+                return
+            answer = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(BODY)}\r\n\r\n".encode() + BODY
+            pieces = [answer[i:i + 40] for i in range(0, len(answer), 40)] if self.mode == "drip" else [answer]
+            for piece in pieces:
+                conn.sendall(piece)
+                time.sleep(0.02 if self.mode == "drip" else 0)
+            self._done.wait(10)
+
+    def exchange(self, content: bytes, timeouts: dict[str, float]):
+        from hermes_exp.agent.deadline import _bounded
+        from hermes_exp.agent.exchange import StdlibTransport
+        from hermes_exp.agent.http11 import request_head
+
+        transport = StdlibTransport(__import__("ssl").create_default_context(), None, _bounded)
+        head = request_head(b"POST", b"/v1/chat/completions", [(b"Host", b"127.0.0.1")])
+        try:
+            return transport.exchange(("http", "127.0.0.1", self.port),
+                                      [head, b"Content-Length: %d\r\n\r\n" % len(content), content], timeouts)
+        finally:
+            transport.close()
+            self._done.set()
+            self._sock.close()
+
+
+def test_a_body_larger_than_the_sockets_buffers_arrives_whole_at_a_slow_reader() -> None:
+    content = json.dumps({"messages": [{"role": "user", "content": "x" * (32 << 20)}]}).encode()
+    server = SlowReader("slow")
+    received = server.exchange(content, {"connect": 5, "write": 30, "read": 30})
+    assert received.status == 200 and json.loads(received.content) == ANSWER
+    assert server.received.endswith(content) and server.received.count(b"x") == 32 << 20
+
+
+def test_an_answer_in_pieces_with_pauses_is_read_whole() -> None:
+    received = SlowReader("drip").exchange(b'{"a": 1}', {"connect": 5, "write": 5, "read": 5})
+    assert received.status == 200 and json.loads(received.content) == ANSWER
+
+
+@pytest.mark.parametrize("mode,error", [("deaf", "WriteTimeout"), ("mute", "ReadTimeout")])
+def test_a_server_that_stops_reading_or_answering_times_out_as_httpx_says(mode: str, error: str) -> None:
+    import httpx2
+
+    content = b'{"m": "' + b"x" * (32 << 20 if mode == "deaf" else 10) + b'"}'
+    with pytest.raises(getattr(httpx2, error)):
+        SlowReader(mode).exchange(content, {"connect": 5, "write": 0.5, "read": 0.5})

@@ -36,6 +36,7 @@ class _Connection:
     def __init__(self, origin: Origin, sock: socket.socket) -> None:
         self.origin = origin
         self.sock = sock
+        self.plain = not isinstance(sock, ssl.SSLSocket)  # then non-blocking, waited for by _send_all, _receive
         self.poll = select.poll()
         self.poll.register(sock, select.POLLIN)
         self.idle_since = time.monotonic()
@@ -92,17 +93,24 @@ class StdlibTransport(httpx2.BaseTransport):
         read_timeout = timeouts.get("read")
         try:
             try:
-                sock.settimeout(bound(timeouts.get("write"), httpx2.WriteTimeout))
+                write_timeout = bound(timeouts.get("write"), httpx2.WriteTimeout)
                 data = b"".join(parts)
                 parts.clear()
-                sock.sendall(data)
+                if conn.plain:
+                    _send_all(sock, data, write_timeout)
+                else:
+                    sock.settimeout(write_timeout)
+                    sock.sendall(data)
                 del data
             except (OSError, ssl.SSLError) as exc:  # socket.timeout is an OSError
                 raise _network(exc, httpx2.WriteTimeout, httpx2.WriteError, request) from exc
             self._await(conn, read_timeout, request)
 
             def recv(n: int) -> bytes:
-                sock.settimeout(bound(read_timeout, httpx2.ReadTimeout))
+                timeout = bound(read_timeout, httpx2.ReadTimeout)  # raises once the attempt's deadline passed
+                if conn.plain:
+                    return _receive(conn, n, timeout)
+                sock.settimeout(timeout)
                 return sock.recv(n)
 
             try:
@@ -144,7 +152,9 @@ class StdlibTransport(httpx2.BaseTransport):
             timeout = self._bound(connect_timeout, httpx2.ConnectTimeout)
             sock = socket.create_connection(origin[1:], timeout=timeout)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if origin[0] == "https":
+            if origin[0] == "http":
+                sock.setblocking(False)  # for good: see _receive
+            else:
                 sock.settimeout(self._bound(connect_timeout, httpx2.ConnectTimeout))
                 sock = self._ssl.wrap_socket(sock, server_hostname=origin[1])
         except (OSError, ssl.SSLError) as exc:
@@ -156,6 +166,40 @@ class StdlibTransport(httpx2.BaseTransport):
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
+
+
+def _receive(conn: _Connection, n: int, timeout: float | None) -> bytes:
+    """sock.recv(n) with `timeout`, on a plain connection's non-blocking socket: the recv first, a poll only
+    when nothing has arrived. A socket with a timeout polls before every recv, and settimeout is an ioctl:
+    three syscalls per read, each releasing the GIL, where the answer is mostly there once _await saw it
+    (with hundreds of session threads every release is a wait for the GIL; bench/RESULTS.md, tenth pass)."""
+    while True:
+        try:
+            return conn.sock.recv(n)
+        except BlockingIOError:
+            pass
+        if not conn.poll.poll(None if timeout is None else timeout * 1000):
+            raise socket.timeout("timed out")
+
+
+def _send_all(sock: socket.socket, data: bytes, timeout: float | None) -> None:
+    """sock.sendall(data) with `timeout` for all of it (as sendall's), on a non-blocking socket: a wait for
+    room only when the kernel takes nothing."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    view = memoryview(data)
+    room: select.poll | None = None
+    while view:
+        try:
+            view = view[sock.send(view):]
+            continue
+        except BlockingIOError:
+            pass
+        if room is None:
+            room = select.poll()
+            room.register(sock, select.POLLOUT)
+        left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        if not room.poll(None if left is None else left * 1000):
+            raise socket.timeout("timed out")
 
 
 def _network(exc: BaseException, timeout: type[httpx2.TransportError], other: type[httpx2.TransportError],
