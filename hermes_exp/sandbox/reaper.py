@@ -47,6 +47,9 @@ def start_time(pid: int) -> str | None:
     return fields[19] if fields else None
 
 
+_MTIME_SLACK = 0.02  # seconds: see stopped_since
+
+
 def mark_stopped(run_id: str) -> None:
     """Tell this run's executor workers that the runner is shutting down (a no-op without its watchdog's
     directory: nothing else runs then). Written before the shutdown reap, so whatever a worker starts
@@ -59,9 +62,11 @@ def mark_stopped(run_id: str) -> None:
 
 def stopped_since(run_id: str, since: float) -> bool:
     """Whether the runner marked the run stopped at or after `since` (a time.time(); an earlier
-    invocation's mark is older than the factory asking)."""
+    invocation's mark is older than the factory asking). A file's mtime comes from the kernel's coarse
+    clock, up to a tick (1-10 ms) behind time.time(): a mark made just after `since` can read as before
+    it, hence the slack; an earlier invocation's mark is older by its whole shutdown and this start-up."""
     try:
-        return (registry_dir(run_id) / STOPPED).stat().st_mtime >= since
+        return (registry_dir(run_id) / STOPPED).stat().st_mtime >= since - _MTIME_SLACK
     except OSError:
         return False
 
