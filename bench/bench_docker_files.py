@@ -1,9 +1,9 @@
 """What one file-tool operation costs the engine, archive API vs `docker exec`, per OCI runtime: in
 `--sessions` containers at once, each op `--ops` times per container; latency (median) and the
 engine's CPU per op (bench/engine_cpu.py). The ops: `write_file` and `read_file` as the sandbox does
-them (HEAD stat + put_archive; stat + get_archive), the same through one exec each (stdin to `cat >`;
-`cat`), a bare exec of `true` (what any exec costs), and a container's whole life (open + close: create,
-start, remove; the removal waited for) for comparison.
+them through the archive API (HEAD stat + put_archive; stat + get_archive), the same through one exec
+each as the sandbox does them now (sandbox/docker_file_tools.py), a bare exec of `true` (what any exec
+costs), and a container's whole life (open + close: create, start, remove; the removal waited for).
 
 usage: python bench/bench_docker_files.py [--runtimes runc,crun] [--sessions 1,8] [--ops 20] [--rounds 2]
 """
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import sys
 import threading
@@ -25,31 +24,18 @@ from engine_cpu import EngineCpu
 DATA = b"# Notes\ncount these words\n" * 4
 
 
-def exec_run(api: Any, cid: str, cmd: list[str], stdin: bytes | None = None) -> bytes:
-    """One exec; `stdin` sent on the hijacked socket then half-closed; its stdout frames returned."""
-    from docker.utils.socket import frames_iter
-
-    eid = api.exec_create(cid, cmd, stdin=stdin is not None)["Id"]
-    if stdin is None:
-        return api.exec_start(eid)
-    sock = api.exec_start(eid, socket=True)
-    raw = getattr(sock, "_sock", sock)
-    raw.sendall(stdin)
-    raw.shutdown(socket.SHUT_WR)
-    out = b"".join(data for _, data in frames_iter(sock, tty=False))
-    sock.close()
-    return out
-
-
 def ops(api: Any, cid: str) -> dict[str, Callable[[], Any]]:
+    """The sandbox's two ways of doing a file tool (docker_files: the archive API; docker_file_tools: one
+    exec each, what the sandbox uses), and a bare exec through the same path."""
+    from hermes_exp.sandbox import docker_file_tools as execs
     from hermes_exp.sandbox import docker_files as files
 
     return {
         "archive write": lambda: files.write_file(api, cid, "/task", "notes.md", DATA),
         "archive read": lambda: files.read_file(api, cid, "/task", "notes.md", 1 << 20),
-        "exec write": lambda: exec_run(api, cid, ["sh", "-c", 'cat > "$0"', "/task/notes2.md"], DATA),
-        "exec read": lambda: exec_run(api, cid, ["cat", "/task/notes2.md"]),
-        "exec true": lambda: exec_run(api, cid, ["true"]),
+        "exec write": lambda: execs.write_file(api, cid, "/task", "notes2.md", DATA),
+        "exec read": lambda: execs.read_file(api, cid, "/task", "notes2.md", 1 << 20),
+        "exec true": lambda: execs._run(api, cid, ["true"], None),
     }
 
 

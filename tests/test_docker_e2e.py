@@ -24,7 +24,7 @@ from conftest import done_rows, read_jsonl, run_cli, write_dataset
 
 from hermes_exp.mock_server import MockServer
 from hermes_exp.sandbox.docker import RUN_LABEL
-from tests.sandbox.conftest import IMAGE, IMAGE2, docker_problem, unavailable
+from tests.sandbox.conftest import IMAGE, IMAGE2, docker_problem, need_runtime, unavailable
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -253,9 +253,7 @@ def runtimes(engine: Any) -> list[str]:
 
 def test_sandbox_runtime_crun_runs_the_containers_under_crun(tmp_path: Path, engine: Any, reap) -> None:
     """sandbox.runtime=crun: the run's containers (looked at while a task's command runs) are crun's."""
-    if "crun" not in runtimes(engine):
-        unavailable(f"the engine has no crun runtime (it offers {runtimes(engine)}): start it with "
-                    "`dockerd --add-runtime crun=/usr/bin/crun` (.ci/setup-sandboxes.sh does)")
+    need_runtime(engine, "crun")
     rid = run_id(tmp_path, "crun")
     reap.append(rid)
     data = write_dataset(tmp_path / "p.jsonl", [{"prompt": f"RUN: sleep 2; echo ran {i}\nSay {i}"} for i in range(3)])

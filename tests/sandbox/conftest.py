@@ -62,6 +62,14 @@ def unavailable(reason: str) -> None:
     pytest.skip(f"{reason}; {SETUP_HINT}")
 
 
+def need_runtime(client: Any, name: str) -> None:
+    """`unavailable` unless the engine offers the OCI runtime `name` (.ci/setup-sandboxes.sh registers crun)."""
+    offered = sorted(client.info().get("Runtimes") or {})
+    if name not in offered:
+        unavailable(f"the engine has no {name} runtime (it offers {offered}): start it with "
+                    f"`dockerd --add-runtime {name}=/usr/bin/{name}` (.ci/setup-sandboxes.sh does for crun)")
+
+
 @functools.cache
 def docker_problem() -> str | None:
     """Why the Docker tests cannot run here (engine, SDK, test images), or None."""

@@ -13,7 +13,7 @@ import pytest
 
 from hermes_exp.errors import ConfigError, SandboxError
 from hermes_exp.sandbox.docker import OWNER_LABEL, RUN_LABEL, TASK_LABEL, DockerSandboxFactory
-from tests.sandbox.conftest import IMAGE, IMAGE2, unavailable
+from tests.sandbox.conftest import IMAGE, IMAGE2, need_runtime
 
 pytestmark = pytest.mark.docker
 
@@ -145,10 +145,7 @@ def test_every_engine_call_shares_one_connection_pool(make_factory) -> None:
 
 def test_runtime_is_the_containers_and_the_pools(make_factory, docker_client) -> None:
     """sandbox.runtime reaches every container the factory makes: a task's and a warm pool's."""
-    offered = sorted(docker_client.info().get("Runtimes") or {})
-    if "crun" not in offered:
-        unavailable(f"the engine has no crun runtime (it offers {offered}): start it with "
-                    "`dockerd --add-runtime crun=/usr/bin/crun` (.ci/setup-sandboxes.sh does)")
+    need_runtime(docker_client, "crun")
     factory = make_factory(runtime="crun", warm_pool=1)
     task = factory.open("v1:crun", {})  # the pool starts filling now: this one starts a container of its own
     deadline = time.monotonic() + 60
