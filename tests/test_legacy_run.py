@@ -6,6 +6,7 @@ distribution=terminal_only` at commit 941d89f (5 prompts, 4 with verifiers: comm
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -40,3 +41,19 @@ def test_an_old_run_re_exports_the_same_trajectories(legacy: Path):
     proc = run_cli(legacy, *COMMAND, "action=export")
     assert proc.returncode == 0, proc.stderr
     assert (out / "trajectories.jsonl").read_bytes() == before
+
+
+def _without_timestamps(path: Path) -> list[dict]:
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    for row in rows:
+        row["metadata"].pop("timestamp", None)
+    return rows
+
+
+def test_an_old_snapshot_reproduces_the_run(legacy: Path):
+    """Its config names classes by the paths of the time (the sweep guard, the executor)."""
+    snapshot = legacy / "outputs" / "legacy" / ".hydra"
+    proc = run_cli(legacy, "--config-path", str(snapshot), "--config-name", "config", "run_name=again")
+    assert proc.returncode == 0, proc.stderr
+    again = legacy / "outputs" / "again" / "trajectories.jsonl"
+    assert _without_timestamps(again) == _without_timestamps(legacy / "outputs" / "legacy" / "trajectories.jsonl")
