@@ -48,23 +48,8 @@ def run_group(
     else:
         out, actions = spool(), None  # a descriptor, read once in preads: no file object or buffer per command
     try:
-        if preexec is None:
-            proc = spawn(argv, cwd=cwd, env=env, out=out, actions=actions)  # posix_spawn where it can: Popen's
-        else:
-            proc = subprocess.Popen(
-                list(argv), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                start_new_session=True, preexec_fn=preexec, close_fds=True,
-            )
-        stop = None
-        try:
-            if live is not None:
-                live.add(proc.pid)  # so closing the sandbox from another thread can kill the group
-            stop = _wait(proc, out, timeout, spool_limit)
-        finally:
-            kill_group(proc.pid)
-            proc.wait()
-            if live is not None:
-                live.discard(proc.pid)
+        proc = _start(argv, cwd, env, out, actions, preexec)
+        stop = _watched(proc, out, timeout, spool_limit, live)
         text, truncated = read_spool(out, output_limit)
         used = text != ""
     finally:
@@ -72,14 +57,44 @@ def run_group(
             reuse.give(out, actions, used)
         else:
             os.close(out)
+    return _result(proc.returncode, text, truncated, stop, timeout, spool_limit)
+
+
+def _start(argv: Sequence[str], cwd: str | None, env: dict[str, str], out: int, actions: object,
+           preexec: Callable[[], None] | None) -> Child | subprocess.Popen:
+    """posix_spawn where it can (Popen's fork + exec costs more), Popen when a preexec is needed."""
+    if preexec is None:
+        return spawn(argv, cwd=cwd, env=env, out=out, actions=actions)
+    return subprocess.Popen(
+        list(argv), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+        start_new_session=True, preexec_fn=preexec, close_fds=True,
+    )
+
+
+def _watched(proc: Child | subprocess.Popen, out: int, timeout: float, spool_limit: int,
+             live: set[int] | None) -> str | None:
+    """Wait for the command (see _wait), then kill whatever is left of its group, always."""
+    try:
+        if live is not None:
+            live.add(proc.pid)  # so closing the sandbox from another thread can kill the group
+        return _wait(proc, out, timeout, spool_limit)
+    finally:
+        kill_group(proc.pid)
+        proc.wait()
+        if live is not None:
+            live.discard(proc.pid)
+
+
+def _result(returncode: int, text: str, truncated: bool, stop: str | None, timeout: float,
+            spool_limit: int) -> ExecResult:
     timed_out = stop == "timeout"
-    code = proc.returncode if not timed_out else 124
     if timed_out:
         text += f"\n[command timed out after {timeout:g}s; its process group was killed]"
     elif stop == "spool":
         text += f"\n[command killed: it printed more than {spool_limit >> 20} MB of output]"
         truncated = True
-    return ExecResult(exit_code=code, output=text, timed_out=timed_out, truncated=truncated)
+    return ExecResult(exit_code=124 if timed_out else returncode, output=text, timed_out=timed_out,
+                      truncated=truncated)
 
 
 WATCH_INTERVAL = 0.05  # seconds between looks at the size of a running command's output
