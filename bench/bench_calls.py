@@ -22,10 +22,11 @@ from bench_runner import cli_args
 from harness import THREAD_TIMED, mock_server, print_table, write_prompts
 
 # (label, module, attribute path): wrapped with thread CPU per call; a module-level name is wrapped where
-# it is looked up (run.ledger_row, post.encode: the call's Body).
+# it is looked up (run.ledger_row, encode.encode: the call's Body). The HTTP exchange runs on the process's
+# event loop thread (agent/transport.py): the session thread's time in Transport.post is its waiting.
 TIMED = [("complete", "hermes_exp.agent.model", "ModelClient.complete"),
-         ("complete > _send", "hermes_exp.agent.model", "ModelClient._send"),
-         ("complete > encode", "hermes_exp.agent.post", "encode"),
+         ("complete > post", "hermes_exp.agent.transport", "Transport.post"),
+         ("complete > encode", "hermes_exp.agent.encode", "encode"),
          ("complete > _reply", "hermes_exp.agent.model", "ModelClient._reply"),
          ("complete > limiter", "hermes_exp.agent.ratelimit", "RateLimiter.acquire"),
          ("complete > limiter", "hermes_exp.agent.ratelimit", "RateLimiter.release"),

@@ -9,7 +9,7 @@ from typing import Any
 
 from hermes_exp.errors import ConfigError
 
-Reply = tuple[int, dict[str, Any], dict[str, str]]  # status, JSON payload, extra headers
+Reply = tuple[int, dict[str, Any] | bytes, dict[str, str]]  # status, JSON payload (or raw bytes), extra headers
 RESET = 0  # a status that means "close the connection without answering"
 
 STATUSES = {"400": "invalid_request_error", "401": "authentication_error", "402": "insufficient_credits",
@@ -19,8 +19,11 @@ STATUSES = {"400": "invalid_request_error", "401": "authentication_error", "402"
 # an upstream provider's error; "error_finish": HTTP 200 whose choice ends with finish_reason "error".
 # "length": HTTP 200 cut at the token limit (finish_reason "length"); "context_length": HTTP 400 saying the
 # prompt exceeds the model's context, as OpenAI words it. "garbled": HTTP 200 whose tool calls are raw text,
-# not a list of call objects (a model whose output the server could not parse into calls).
-KINDS = ("ok", "timeout", "reset", "error_body", "error_finish", "length", "context_length", "garbled", *STATUSES)
+# not a list of call objects (a model whose output the server could not parse into calls). "not_json": HTTP
+# 200 saying application/json whose body is not JSON (a gateway's cut or mangled answer).
+KINDS = ("ok", "timeout", "reset", "error_body", "error_finish", "length", "context_length", "garbled",
+         "not_json", *STATUSES)
+NOT_JSON = b"{this is not json"
 
 
 def _error(message: str, type_: str, code: Any) -> dict[str, Any]:
@@ -62,13 +65,16 @@ class Faults:
     def reply(self, kind: str, headers: dict[str, str] | None = None) -> Reply | None:
         """The answer for a fault; None for the ones that change a normal answer (timeout, error_finish)."""
         answer = self._reply(kind)
-        if answer is not None and self.echo_auth and isinstance(answer[1].get("error"), dict):
-            answer[1]["error"]["message"] += f" (request had Authorization: {(headers or {}).get('authorization')})"
+        error = answer[1].get("error") if answer is not None and isinstance(answer[1], dict) else None
+        if self.echo_auth and isinstance(error, dict):
+            error["message"] += f" (request had Authorization: {(headers or {}).get('authorization')})"
         return answer
 
     def _reply(self, kind: str) -> Reply | None:
         if kind == "reset":
             return RESET, {}, {}
+        if kind == "not_json":
+            return 200, NOT_JSON, {}
         if kind == "null_content":
             return 500, _error("Internal Server Error: message content must not be null", "server_error", 500), {}
         if kind == "context_length":

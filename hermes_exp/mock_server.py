@@ -22,7 +22,7 @@ from hermes_exp.mock_cache import PromptCache
 from hermes_exp.mock_faults import CHANGES, RESET, Faults, add_accounting
 from hermes_exp.mock_model import canon as _canon, completion as _completion, digest as _digest, draw as _draw
 
-Reply = tuple[int, dict[str, Any], dict[str, str]]  # status, JSON payload, extra headers
+Reply = tuple[int, dict[str, Any] | bytes, dict[str, str]]  # status, JSON payload (or raw bytes), extra headers
 
 _SECRET_HEADERS = {"authorization", "api-key", "x-api-key", "proxy-authorization"}
 _CHAT_PATH = "/v1/chat/completions"
@@ -128,7 +128,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, reply: Reply) -> None:
         status, payload, headers = reply
-        data = json.dumps(payload, ensure_ascii=False).encode()
+        data = payload if isinstance(payload, bytes) else json.dumps(payload, ensure_ascii=False).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -217,7 +217,8 @@ class MockServer:
             if self.latency_ms > 0:
                 time.sleep(self.latency_ms / 1000)
             body, reply = self._answer(raw, headers, number, in_flight)
-            self._record(reply[0], body, headers, in_flight, reply[1].get("usage") if reply[0] == 200 else None)
+            usage = reply[1].get("usage") if reply[0] == 200 and isinstance(reply[1], dict) else None
+            self._record(reply[0], body, headers, in_flight, usage)
             return reply
         finally:
             with self._lock:

@@ -1,5 +1,5 @@
-"""The model client's HTTP/1.1 exchange (agent/exchange.py) against a real loopback server that answers
-in the ways servers do: kept-alive, `Connection: close`, closing an idle kept-alive connection, chunked
+"""The model client's HTTP exchange (the SDK's aiohttp client, agent/transport.py) against a real loopback
+server that answers in the ways servers do: kept-alive, `Connection: close`, closing an idle kept-alive connection, chunked
 and gzip-encoded bodies, HTTP/1.0, a body ended by the connection's end, a `100 Continue` first, a
 redirect. Every call gets its answer, over as few connections as the server allows; what is not HTTP
 fails the call as a connection error, and so does a header that would split the request."""
@@ -155,13 +155,13 @@ def test_a_redirect_is_sent_once_and_followed_as_the_sdk_follows_it(serve, ask, 
 
 
 def test_a_server_that_does_not_speak_http_fails_the_call_as_a_connection_error(serve) -> None:
-    with pytest.raises(ProviderError, match="APIConnectionError.*RemoteProtocolError.*not HTTP/1.x"):
+    with pytest.raises(ProviderError, match="APIConnectionError: ClientResponseError: Bad status line: Expected HTTP/"):
         ask_three(serve("garbage"))
 
 
 def test_a_provider_header_that_would_split_the_request_fails_each_call_and_sends_nothing(serve) -> None:
     server = serve("keep_alive")
-    with pytest.raises(ProviderError, match="APIConnectionError.*LocalProtocolError"):
+    with pytest.raises(ProviderError, match="APIConnectionError: the request was not sent: Forbidden control character"):
         ask_three(server, headers={"X-Extra": "a\r\nInjected: 1"})
     assert server.targets == []
 
@@ -256,39 +256,30 @@ class SlowReader:
                 time.sleep(0.02 if self.mode == "drip" else 0)
             self._done.wait(10)
 
-    def exchange(self, content: bytes, timeouts: dict[str, float]):
-        from hermes_exp.agent.deadline import _bounded
-        from hermes_exp.agent.exchange import StdlibTransport
-        from hermes_exp.agent.http11 import request_head
-
-        transport = StdlibTransport(__import__("ssl").create_default_context(), None, _bounded)
-        head = request_head(b"POST", b"/v1/chat/completions", [(b"Host", b"127.0.0.1")])
+    def ask(self, content: str, timeout: float) -> str:
+        """The model client's one attempt at a call whose user message is `content`."""
+        settings = settings_for("model.retry.max_attempts=1", f"model.timeout={timeout}")
+        client = ModelClient(settings["model"], settings["provider"], f"http://127.0.0.1:{self.port}/v1", "sk-test")
         try:
-            return transport.exchange(("http", "127.0.0.1", self.port),
-                                      [head, b"Content-Length: %d\r\n\r\n" % len(content), content], timeouts)
+            return client.complete([{"role": "user", "content": content}], TOOLS).message["content"]
         finally:
-            transport.close()
             self._done.set()
             self._sock.close()
 
 
 def test_a_body_larger_than_the_sockets_buffers_arrives_whole_at_a_slow_reader() -> None:
-    content = json.dumps({"messages": [{"role": "user", "content": "x" * (32 << 20)}]}).encode()
     server = SlowReader("slow")
-    received = server.exchange(content, {"connect": 5, "write": 30, "read": 30})
-    assert received.status == 200 and json.loads(received.content) == ANSWER
-    assert server.received.endswith(content) and server.received.count(b"x") == 32 << 20
+    assert server.ask("x" * (32 << 20), timeout=60) == ANSWER["choices"][0]["message"]["content"]
+    body = server.received.partition(b"\r\n\r\n")[2]
+    assert json.loads(body)["messages"][0]["content"] == "x" * (32 << 20)
 
 
 def test_an_answer_in_pieces_with_pauses_is_read_whole() -> None:
-    received = SlowReader("drip").exchange(b'{"a": 1}', {"connect": 5, "write": 5, "read": 5})
-    assert received.status == 200 and json.loads(received.content) == ANSWER
+    assert SlowReader("drip").ask("hi", timeout=5) == ANSWER["choices"][0]["message"]["content"]
 
 
-@pytest.mark.parametrize("mode,error", [("deaf", "WriteTimeout"), ("mute", "ReadTimeout")])
-def test_a_server_that_stops_reading_or_answering_times_out_as_httpx_says(mode: str, error: str) -> None:
-    import httpx2
-
-    content = b'{"m": "' + b"x" * (32 << 20 if mode == "deaf" else 10) + b'"}'
-    with pytest.raises(getattr(httpx2, error)):
-        SlowReader(mode).exchange(content, {"connect": 5, "write": 0.5, "read": 0.5})
+@pytest.mark.parametrize("mode", ["deaf", "mute"])
+def test_a_server_that_stops_reading_or_answering_times_out_at_model_timeout(mode: str) -> None:
+    with pytest.raises(ProviderError, match="Timeout") as info:
+        SlowReader(mode).ask("x" * (32 << 20 if mode == "deaf" else 10), timeout=0.5)
+    assert info.value.transient

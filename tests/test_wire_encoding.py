@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from hermes_exp.agent.post import body_bytes
+from hermes_exp.agent.encode import body_bytes
 from hermes_exp.cost import CHARS_PER_TOKEN, estimate_prompt_tokens
 
 TOOLS = [{"type": "function", "function": {"name": "terminal", "description": "run a command — in the sandbox",

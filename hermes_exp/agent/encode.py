@@ -80,6 +80,11 @@ def encode(body: dict[str, Any]) -> tuple[bytes, int]:
     return ("{" + ",".join(members) + "}").encode(), tokens_from_sizes(ascii_chars, other_bytes)
 
 
+def body_bytes(body: dict[str, Any]) -> bytes:
+    """`body` as compact JSON, byte for byte what one json.dumps gives."""
+    return encode(body)[0]
+
+
 def _member(known: dict[str, tuple[Any, str]], key: str, value: Any) -> str:
     """`"key":value` as sent. The other members (model, sampling, extra_body) are the client's one
     request's values in every call: each is serialised once per thread while it is the same object
@@ -94,3 +99,20 @@ def forget() -> None:
     """Drop this thread's pieces (its conversation, serialised): called when a conversation ends, so an
     idle session thread holds none of it while the run goes on."""
     _last.__dict__.clear()
+
+
+class Body:
+    """One call's request body, encoded once for its estimate and its first send. The send takes the
+    bytes (the HTTP client holds them until the answer is in); a retry encodes the same request again:
+    the same bytes, from the thread's pieces of its messages."""
+
+    __slots__ = ("_request", "_content", "prompt_tokens")
+
+    def __init__(self, request: dict[str, Any]) -> None:
+        self._request = request
+        self._content: bytes | None
+        self._content, self.prompt_tokens = encode(request)
+
+    def take(self) -> bytes:
+        content, self._content = self._content, None
+        return encode(self._request)[0] if content is None else content

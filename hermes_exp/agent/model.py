@@ -5,22 +5,21 @@ reserves the call's worst-case cost against the budget, retries transient failur
 from __future__ import annotations
 
 import itertools
+import json
 import random
-import ssl
 import threading
 import time
 from dataclasses import dataclass, field
 from sys import intern
 from typing import Any
 
-import httpx2
 import openai
 
-from hermes_exp.agent.deadline import attempt_deadline, deadline_http_client
-from hermes_exp.agent.post import Body, PreparedPost, decoded
 from hermes_exp.agent.cache import CacheControl
+from hermes_exp.agent.encode import Body
 from hermes_exp.agent.ratelimit import Limits, RateLimiter
 from hermes_exp.agent.retry import AuthCircuit, Failure, RetryPolicy, retry_after, upstream_failure
+from hermes_exp.agent.transport import ExchangeError, Transport
 from hermes_exp.agent.wire import SAMPLING_KEYS, Interop, call_request, static_request
 from hermes_exp import sweep_budget
 from hermes_exp.budget import Budget, BudgetLimits, TaskMeter
@@ -58,12 +57,8 @@ class ModelClient:
         self.journal = journal or SpendJournal(None, None)
         self.limiter = RateLimiter(Limits.from_config(model.get("rate_limit"), workers).share(processes))
         self.circuit = AuthCircuit(self._policy.stop_after_auth_failures)
-        self._timeout = float(model.get("timeout", 600))
-        http = deadline_http_client(self._timeout, workers)  # a trickling server cannot outlast model.timeout
-        self._client = openai.OpenAI(
-            api_key=api_key, base_url=base_url, max_retries=0, http_client=http,
-            timeout=self._timeout, default_headers=provider.get("headers") or None)
-        self._post = PreparedPost(_sdk_request(self._client, "/chat/completions"), http)
+        # a trickling server cannot outlast model.timeout: it bounds each attempt as a whole
+        self._transport = Transport(base_url, api_key, provider.get("headers"), float(model.get("timeout", 600)))
         self._rng = random.Random()
         self._lock = threading.Lock()
 
@@ -129,11 +124,9 @@ class ModelClient:
         failure: Failure | None = None
         tokens: int | None = None
         try:
-            # The body is already plain JSON and the answer is kept as plain JSON: the request the SDK
-            # built once is sent again with each body (bench/RESULTS.md); HTTP errors still raise the
-            # SDK's exceptions.
-            with attempt_deadline(self._timeout):
-                response = self._send(body)
+            # the body is already plain JSON (agent/encode.py) and the answer is read as plain JSON:
+            # the SDK's models are not built for either
+            response = _decoded(self._transport.post(body.take()))
             failure = _in_body_failure(response)
             if failure is None:
                 reply = self._reply(response, attempt)
@@ -141,28 +134,15 @@ class ModelClient:
                 return reply
         except openai.APIStatusError as exc:
             failure = Failure(_describe(exc), exc.status_code, retry_after(exc.response.headers))
-        except openai.APIConnectionError as exc:  # includes timeouts
+        except openai.APIConnectionError as exc:  # includes the SDK's timeouts
             failure = Failure(_describe(exc))
+        except ExchangeError as exc:
+            failure = Failure(_one_line(f"APIConnectionError: {exc}"))
+        except TimeoutError:
+            failure = Failure(f"APITimeoutError: no whole answer within model.timeout ({self._transport.timeout:g} s)")
         finally:
             self.limiter.release(ticket, rate_limited=failure is not None and failure.rate_limited, tokens=tokens)
         return failure
-
-    def _send(self, body: Body) -> Any:
-        """POST one JSON body; the decoded answer, or the SDK's exception for the failure (as its `post`)."""
-        try:
-            answer, response = self._post.post(body)
-        except httpx2.TimeoutException as exc:
-            raise openai.APITimeoutError(request=self._post.request(body.take())) from exc
-        except (httpx2.RequestError, ssl.SSLError) as exc:
-            raise openai.APIConnectionError(request=self._post.request(body.take())) from exc
-        if response is None:
-            return answer
-        try:
-            if response.is_error:
-                raise self._client._make_status_error_from_response(response)
-            return decoded(response)
-        finally:
-            response.close()
 
     def _reply(self, response: dict[str, Any], attempt: int) -> Reply:
         choice = response["choices"][0]
@@ -173,16 +153,14 @@ class ModelClient:
                      {k: v for k, v in served.items() if v}, attempt)
 
 
-def _sdk_request(client: openai.OpenAI, path: str) -> httpx2.Request:
-    """The request the SDK's `post(path)` builds (URL, auth, SDK and provider headers, timeout),
-    with an empty body; built once per client."""
-    from openai._models import FinalRequestOptions
-
+def _decoded(content: bytes) -> Any:
+    """A 2xx answer's JSON, or the Failure of a body that is not JSON (a proxy's page, a cut answer):
+    the provider's fault, retried like a 5xx."""
     try:
-        return client._build_request(FinalRequestOptions.construct(method="post", url=path, json_data={}))
-    except (AttributeError, TypeError) as exc:
-        raise RuntimeError(f"openai {openai.__version__} changed how it builds requests ({exc}); pin the "
-                           "openai version hermes-exp was tested with") from exc
+        return json.loads(content)
+    except ValueError as exc:  # includes bytes that are not UTF-8
+        start = content[:80].decode("utf-8", "replace")
+        return Failure(f"the provider answered with a body that is not JSON ({exc}): {start!r}", 502)
 
 
 def _without_none(value: Any) -> Any:
@@ -209,7 +187,9 @@ class TaskClient:
 
 
 def _in_body_failure(response: Any) -> Failure | None:
-    """An HTTP 200 that is not an answer: an error object instead of choices, or finish_reason "error"."""
+    """An HTTP 200 that is not an answer: not JSON, an error object instead of choices, or finish_reason "error"."""
+    if isinstance(response, Failure):
+        return response
     if not isinstance(response, dict):
         return Failure(f"the provider answered with {type(response).__name__} JSON, not a completion", 502)
     failure = upstream_failure(response)
@@ -230,6 +210,13 @@ def _describe(exc: Exception) -> str:
     kind = type(exc).__name__
     message = getattr(exc, "message", None) or str(exc)
     if status:
-        return f"{kind} (HTTP {status}): {message}"
+        return _one_line(f"{kind} (HTTP {status}): {message}")
     cause = exc.__cause__  # what the connection failed on (refused, reset, a TLS certificate, ...)
-    return f"{kind}: {message} ({type(cause).__name__}: {cause})" if cause is not None and str(cause) else f"{kind}: {message}"
+    if cause is not None and str(cause):
+        return _one_line(f"{kind}: {message} ({type(cause).__name__}: {cause})")
+    return _one_line(f"{kind}: {message}")
+
+
+def _one_line(text: str) -> str:
+    """The libraries' messages may span lines (aiohttp quotes the bytes it could not parse): one line."""
+    return " ".join(text.split())
