@@ -19,7 +19,12 @@ import weakref
 from typing import Any
 
 import aiohttp
+import httpx  # noqa: F401 - see below
 import openai
+
+# openai 3.x looks for the legacy `httpx` in sys.modules on every request, from the loop's thread: a
+# session thread importing it meanwhile (the web tools do, lazily) lets the SDK see a half-initialised
+# module and fail the call with an AttributeError. Imported whole here, before any call is sent.
 
 # The SDK's own per-read timeout; a longer model.timeout lengthens it (a slow model may think past it
 # before its first byte), a shorter one is enforced over the whole attempt by `Transport.post`.
