@@ -154,7 +154,8 @@ def _run(mcp_tools: dict[str, Any] | None, prepared: Prepared, on_locked: Callab
                 fold_into(ledger, run_dir)  # what a killed invocation's calls in flight cost
                 guard = RunGuard(settings, ledger.spent_usd())
                 _start_sweep_budget(settings, guard.spent)
-                code = _dispatch(settings, ledger, found, todo, total, guard, stop, again)
+                # a pilot's progress counts its own tasks: the others did not "finish earlier"
+                code = _dispatch(settings, ledger, found, todo, len(chosen) if k else total, guard, stop, again)
                 stats = export(ledger, run_dir, settings)
                 if k:
                     proj = pilot.projection(ledger, chosen, total, int(settings["num_workers"]))
