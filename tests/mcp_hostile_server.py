@@ -1,7 +1,8 @@
 """A hostile MCP stdio server for the tests: one tool floods its caller, one kills
 the server on its second call, one on every call.
 
-usage: python tests/mcp_hostile_server.py [STARTS]   (each start appends its pid to the file STARTS)
+usage: python tests/mcp_hostile_server.py STARTS [TOOL ...]   (each start appends its pid to the file STARTS;
+with TOOLs, only those tools are served)
 """
 
 from __future__ import annotations
@@ -15,13 +16,11 @@ server = MCPServer("hx-hostile")
 CALLS = {"flaky": 0}
 
 
-@server.tool()
 def big(chars: int) -> str:
     """`chars` characters of text."""
     return "x" * chars
 
 
-@server.tool()
 def flaky() -> str:
     """Answers its first call in a process; the process exits during its second."""
     CALLS["flaky"] += 1
@@ -30,14 +29,20 @@ def flaky() -> str:
     return f"pid={os.getpid()} call={CALLS['flaky']}"
 
 
-@server.tool()
 def crash() -> str:
     """Exits the server on every call."""
     os._exit(4)
 
 
+def flood() -> str:
+    """Ten million characters of text."""
+    return "y" * 10_000_000
+
+
 if __name__ == "__main__":
-    if len(sys.argv) > 1:
-        with open(sys.argv[1], "a", encoding="utf-8") as starts:
-            starts.write(f"{os.getpid()}\n")
+    with open(sys.argv[1], "a", encoding="utf-8") as starts:
+        starts.write(f"{os.getpid()}\n")
+    for tool in (big, flaky, crash, flood):
+        if len(sys.argv) == 2 or tool.__name__ in sys.argv[2:]:
+            server.tool()(tool)
     server.run("stdio")

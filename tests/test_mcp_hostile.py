@@ -1,6 +1,7 @@
 """Hostile MCP stdio servers (tests/mcp_hostile_server.py) called through the toolset as a task does: a
 10 MB answer is cut to tools.max_output_chars; a server that exits is restarted for the next call, a
-bounded number of times in a row, and the calls that hit it dead are tool errors."""
+bounded number of times in a row, and the calls that hit it dead are tool errors; and the same through the
+real CLI and the mock model, which calls every MCP tool once per task."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import read_jsonl, run_cli, write_dataset
 
 from hermes_exp.errors import ToolError
 from hermes_exp.tools.base import Resources, ToolContext
@@ -22,7 +24,8 @@ SERVER = str(Path(__file__).with_name("mcp_hostile_server.py"))
 @pytest.fixture
 def tools(tmp_path: Path) -> Iterator[tuple[dict[str, McpTool], ToolContext, Path]]:
     starts = tmp_path / "starts"
-    settings = {"mcp": {"servers": {"bad": {"command": sys.executable, "args": [SERVER, str(starts)]}}}}
+    settings = {"mcp": {"servers": {"bad": {"command": sys.executable, "args": [SERVER, str(starts), "big", "flaky",
+                                                                                  "crash"]}}}}
     spec = server_specs(settings)[0]
     found = discover(settings)["bad"]
     ctx = ToolContext(sandbox=None, limits={"max_output_chars": 1000}, resources=Resources(), task=Resources())
@@ -61,3 +64,23 @@ def test_restarts_in_a_row_are_bounded(tools) -> None:
     assert len(starts.read_text().split()) == 4  # the first start and 3 restarts, then no more
     assert all("exited" in e for e in errors[:4])
     assert "not started again" in errors[4] and "not started again" in errors[5]
+
+
+@pytest.mark.slow
+def test_a_run_keeps_flood_and_crash_out_of_its_rows(tmp_path: Path) -> None:
+    starts = tmp_path / "starts"
+    data = write_dataset(tmp_path / "p.jsonl", [{"prompt": f"task {i}"} for i in range(3)])
+    done = run_cli(tmp_path, f"dataset.path={data}", "run_name=hostile", "num_workers=1", "sandbox=local",
+                   "distribution=terminal_only", "+distribution.toolsets.bad=100", "tools.max_output_chars=5000",
+                   f"+mcp.servers.bad.command={sys.executable}", f"+mcp.servers.bad.args=['{SERVER}','{starts}',flood,flaky]",
+                   timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = read_jsonl(tmp_path / "outputs/hostile/trajectories.jsonl")
+    flaky = [row["tool_stats"]["mcp_bad_flaky"] for row in rows]
+    assert [s["failure"] for s in flaky] == [0, 1, 0]  # the second task's call killed it; the third's ran again
+    assert all(s["count"] == 1 for s in flaky)
+    assert len(starts.read_text().split()) == 3  # discovery, the first start, one restart
+    floods = [turn["value"] for row in rows for turn in row["conversations"] if "mcp_bad_flood" in turn["value"]
+              and turn["from"] == "tool"]
+    assert len(floods) == 3 and all(len(text) < 12_000 for text in floods)
+    assert (tmp_path / "outputs/hostile/ledger.db").stat().st_size < 2_000_000
