@@ -33,7 +33,7 @@ def test_pilot_runs_k_spread_tasks_projects_and_the_next_run_does_the_rest(tmp_p
     assert f"projection for all 40 tasks of this run: ${proj['projected_cost_usd']:.4f}" in first.stderr
 
     again = run_cli(tmp_path, *args, "pilot=4")  # the same pilot again: nothing runs, the same projection
-    assert again.returncode == 0 and "nothing to run" in again.stderr
+    assert again.returncode == 0 and "nothing to run: all 4 pilot tasks are settled" in again.stderr
     assert json.loads((tmp_path / "outputs" / "pil" / "pilot.json").read_text()) == proj
 
     before = _prompts(record)
