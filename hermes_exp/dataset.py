@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from hermes_exp.count_limits import MAX_TASKS, too_many_tasks
 from hermes_exp.errors import DatasetError
 from hermes_exp.inputs import Record, Source, open_source
 from hermes_exp.slots import RowOffsets, Slot, SlotList  # Slot: imported from here by its users
@@ -150,6 +151,8 @@ def scan(source: Source, identity: str, skip_invalid: bool, max_samples: int | N
         row = record.row
         if max_samples is not None and len(found.indexed) >= max_samples * samples:
             continue
+        if len(found.indexed) + samples > MAX_TASKS:  # refused before its keys are made, not after hours
+            raise too_many_tasks(samples, len(found.indexed) // samples + 1, source.path)
         digest = hashlib.blake2b(text.encode(), digest_size=16).digest()  # text: the row's canonical JSON, once
         occurrence = seen.get(digest, 0)
         seen[digest] = occurrence + 1

@@ -154,7 +154,9 @@ def _run(mcp_tools: dict[str, Any] | None, prepared: Prepared, on_locked: Callab
                 fold_into(ledger, run_dir)  # what a killed invocation's calls in flight cost
                 guard = RunGuard(settings, ledger.spent_usd())
                 _start_sweep_budget(settings, guard.spent)
-                code = _dispatch(settings, ledger, found, todo, total, guard, stop, again)
+                # a pilot's progress counts its own tasks: the others did not "finish earlier"
+                code = _dispatch(settings, ledger, found, todo, len(chosen) if k else total, guard, stop, again,
+                                 "pilot tasks" if k else "tasks of this run")
                 stats = export(ledger, run_dir, settings)
                 if k:
                     proj = pilot.projection(ledger, chosen, total, int(settings["num_workers"]))
@@ -208,10 +210,10 @@ def _open_ledger(run_dir: Path, identity: str, settings: dict[str, Any], earlier
 
 
 def _dispatch(settings: dict[str, Any], ledger: Ledger, found: Scan, todo: list[Slot], total: int,
-              guard: RunGuard, stop: StopSignals, again: set[str] = frozenset()) -> int:
+              guard: RunGuard, stop: StopSignals, again: set[str] = frozenset(), unit: str = "tasks of this run") -> int:
     """Run the agent on `todo`, then verify `again` (failed verifications) without the agent."""
     if not todo and not again:
-        print(f"nothing to run: all {total} tasks of this run are settled", file=sys.stderr)
+        print(f"nothing to run: all {total} {unit} are settled", file=sys.stderr)
         return EXIT_OK
     # What only a run with work needs is imported here: a settled run's invocation starts without it.
     from hermes_exp import rescore, worker

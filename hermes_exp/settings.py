@@ -11,6 +11,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from hermes_exp import count_limits
 from hermes_exp.dataset import canonical_json
 from hermes_exp.errors import ConfigError, MissingApiKeyError
 
@@ -130,6 +131,7 @@ def check_basics(settings: dict[str, Any]) -> None:
         value = settings.get(key)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigError(f"{key} must be a positive integer, got {value!r}", f"set {key}=<n> with n >= 1")
+    count_limits.check(settings)  # counts that would hang the run instead of failing
     if settings.get("max_samples") is not None and (not isinstance(settings["max_samples"], int) or settings["max_samples"] < 1):
         raise ConfigError(f"max_samples must be a positive integer or null, got {settings['max_samples']!r}",
                           "set max_samples=<n> or max_samples=null")
