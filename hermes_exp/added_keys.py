@@ -88,3 +88,19 @@ def _closest(name: str, candidates: dict[str, str]) -> str | None:
     if not best:
         return None
     return min((p for p, n in candidates.items() if n == best[0]), key=lambda p: (p.count("."), p))
+
+
+def check_sections(settings: dict[str, Any], overrides: Iterable[str], sections: dict[str, list[str]]) -> None:
+    """`dataset=/data/p.jsonl` (meant: dataset.path=...) replaces a whole section with a value, and the
+    run would fail far from the cause. `sections`: the config's sections (name -> their keys)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    for o in OverridesParser.create().parse_overrides(list(overrides)):
+        key = o.key_or_group
+        if o.is_delete() or key not in sections or isinstance(settings.get(key), dict):
+            continue
+        keys = sections[key]
+        value = o.get_value_element_as_str()
+        raise ConfigError(f"{key}={value} gives a value to the section {key}, which holds settings: "
+                          f"{', '.join(keys)}",
+                          f"set one of its keys, e.g. {key}.{keys[0]}={value}" if keys else f"leave {key} out")

@@ -12,7 +12,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from hermes_exp import secret_guard, snapshot
+from hermes_exp import command_line, hydra_errors, secret_guard, snapshot
 from hermes_exp.compose_once import composed_once
 from hermes_exp.errors import HermesExpError
 from hermes_exp.redact import Redactor
@@ -57,14 +57,22 @@ def _job(cfg: DictConfig) -> None:
 
 
 def _check_added_keys(settings: dict) -> None:
-    """A `+key=value` that is a typo of an existing key (Hydra suggests `+` for a misspelt key)."""
+    """A `+key=value` that is a typo of an existing key (Hydra suggests `+` for a misspelt key), and a
+    value given to a whole section (`dataset=p.jsonl` for `dataset.path=p.jsonl`)."""
     from hydra.core.hydra_config import HydraConfig
 
     from hermes_exp import added_keys
 
     hydra_cfg = HydraConfig.get()
     groups = {choice.split("@")[0] for choice in hydra_cfg.runtime.choices}  # the user's own groups too
+    added_keys.check_sections(settings, list(hydra_cfg.overrides.task), _sections())
     added_keys.check(settings, list(hydra_cfg.overrides.task), groups)
+
+
+def _sections() -> dict[str, list[str]]:
+    """The shipped config's sections (`dataset`, `outputs`, ...) and their keys."""
+    primary = OmegaConf.to_container(OmegaConf.load(config_dir() / "config.yaml"), resolve=False)
+    return {k: list(v) for k, v in primary.items() if isinstance(v, dict) and k != "hydra"}
 
 
 def _report_status(code: int) -> None:
@@ -95,15 +103,19 @@ def _reap_status_files() -> None:
 
 
 def main() -> None:
+    args = sys.argv[1:]
+    if command_line.answers(args):  # --help, --version: hermes-exp's own, before Hydra
+        sys.exit(command_line.answer(args, config_dir()))
     flags = ("--list-distributions", "--list_distributions", "--list-toolsets")
-    if any(a in flags for a in sys.argv[1:]):
+    if any(a in flags for a in args):
         from hermes_exp.listing import main as listing
 
         register_resolvers()
-        sys.exit(listing(config_dir(), [a for a in sys.argv[1:] if a not in flags]))
+        sys.exit(listing(config_dir(), [a for a in args if a not in flags]))
     register_resolvers()
+    sys.argv[1:] = args = command_line.run_name_as_text(args)
     try:  # before Hydra: a sweep writes its job directories (named by the overrides) and multirun.yaml first
-        secret_guard.check_overrides(sys.argv[1:])
+        secret_guard.check_overrides(args)
     except HermesExpError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
@@ -113,11 +125,14 @@ def main() -> None:
     os.close(fd)
     os.environ[STATUS_ENV] = status_file
     try:
-        with composed_once():
+        with composed_once(), hydra_errors.translated(args):
             hydra.main(version_base=None, config_path=str(config_dir()), config_name="config")(_job)()
         from hermes_exp.sweep import finish
 
         code = finish(Path(status_file).read_text(), since=started)
+    except HermesExpError as exc:  # Hydra's own errors (a misspelt key or option), an unwritable run directory
+        print(f"error: {exc}", file=sys.stderr)
+        code = exc.exit_code
     finally:
         os.unlink(status_file)
     sys.exit(code)

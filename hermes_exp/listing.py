@@ -3,12 +3,13 @@ tools and whether its backend is configured for the composed config (e.g. with `
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
 from hermes_exp.errors import HermesExpError
-from hermes_exp.tools.readiness import uses_mock
+from hermes_exp.tools.readiness import problems, uses_mock
 from hermes_exp.tools.registry import Registry
 
 
@@ -43,9 +44,9 @@ def print_listing(conf_dir: Path, overrides: list[str] | None = None) -> None:
     mock = uses_mock(settings)
     model = (settings.get("model") or {}).get("name", "?")
     print(f"\nToolsets and their tools (backend status for model={model}):")
+    found = problems(registry, dict.fromkeys(registry.toolsets, 1.0), mock)  # 10 tools, one reason: said once
     for name, toolset in registry.toolsets.items():
-        reasons = [f"{tool}: {why}" for tool, t in toolset.tools.items() if (why := t.missing(mock))]
-        status = "NOT CONFIGURED: " + "; ".join(reasons) if reasons else "ready"
+        status = "NOT CONFIGURED: " + "; ".join(found[name]) if name in found else "ready"
         print(f"  {name:<15} {', '.join(toolset.tools)}\n  {'':<15} {toolset.description}; {status}")
     if mock:
         print("  (model=mock: the built-in mock server stands in for every tool backend left unset)")
@@ -54,9 +55,12 @@ def print_listing(conf_dir: Path, overrides: list[str] | None = None) -> None:
 
 
 def main(conf_dir: Path, overrides: list[str]) -> int:
+    from hermes_exp.hydra_errors import translated
+
     try:
-        print_listing(conf_dir, overrides)
+        with translated(overrides):  # model=gpt5: the options, not Hydra's traceback
+            print_listing(conf_dir, overrides)
     except HermesExpError as exc:
-        print(f"error: {exc}")
-        return 2
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
     return 0

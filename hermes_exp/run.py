@@ -289,8 +289,11 @@ def _preflight(settings: dict[str, Any], images: set[str], own_images: bool = Fa
     """Checks that fail the whole run before any task starts (engine down, bubblewrap missing).
     `own_images`: every row brings its container (Harbor tasks), so sandbox.image is not warmed."""
     from hermes_exp import worker
+    from hermes_exp.tools.readiness import drawable
 
-    factory = worker.runtime_for(settings).sandboxes
+    runtime = worker.runtime_for(settings)
+    drawable(settings, runtime.registry, warn=True)  # toolsets the demo leaves out: said once all checks passed
+    factory = runtime.sandboxes
     factory.preflight(images, default_image=not own_images)
     if Redactor.from_env(settings) and runs_on_host(factory):
         log.warning("sandbox=%s runs tool commands as host processes of your user: a command can read "

@@ -122,8 +122,10 @@ def check(settings: dict[str, Any]) -> dict[str, float]:
 def check_basics(settings: dict[str, Any]) -> None:
     """check() but the toolsets: names, counts, the model's and agent's options, the API key."""
     run_name = settings.get("run_name")
-    if isinstance(run_name, (int, float)) and not isinstance(run_name, bool):
-        settings["run_name"] = run_name = str(run_name)  # run_name=2024 reaches us as a number
+    if isinstance(run_name, bool):  # `run_name: true` in a config file: the word written
+        settings["run_name"] = run_name = str(run_name).lower()
+    elif isinstance(run_name, (int, float)):  # `run_name: 2024` in a config file (the command line's stays text)
+        settings["run_name"] = run_name = str(run_name)
     if not isinstance(run_name, str) or not run_name.strip() or run_name != run_name.strip():
         raise ConfigError(f"run_name must be a non-empty name, got {run_name!r}",
                           "set run_name=<name>, e.g. run_name=my_first_run")
@@ -151,7 +153,7 @@ def check_toolsets(settings: dict[str, Any]) -> dict[str, float]:
     from hermes_exp.tools.readiness import drawable
     from hermes_exp.tools.registry import Registry
 
-    return drawable(settings, Registry.from_settings(settings), warn=True)
+    return drawable(settings, Registry.from_settings(settings))  # the demo's warning: when tasks start
 
 
 def api_key(settings: dict[str, Any]) -> str:

@@ -53,6 +53,13 @@ class CsvSource:
         if doubled or not all(h.strip() for h in header):
             raise DatasetError(f"{self.path}:1: the header row needs distinct, non-empty column names "
                                f"(got {header})", "name every column once in the first line")
+        column = self.fields.get("prompt", "prompt")
+        if column not in header and "prompt" not in header:  # every row would be refused for the same reason
+            given = f"dataset.fields.prompt={column} names" if column != "prompt" else "there is"
+            add = "" if "prompt" in self.fields else "+"  # Hydra adds a key to the (empty) map with a +
+            raise DatasetError(f"{self.path}:1: {given} no \"{column}\" column; the columns are: {', '.join(header)}",
+                               f"name the column that holds the prompts: {add}dataset.fields.prompt=<column>, "
+                               f"e.g. {add}dataset.fields.prompt={header[0]}")
 
     def _record(self, index: int, where: str, header: list[str], cells: list[str]) -> Record:
         if len(cells) > len(header):

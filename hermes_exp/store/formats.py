@@ -34,6 +34,8 @@ def chosen_formats(settings: dict[str, Any]) -> list[str]:
     if unknown:
         raise ConfigError(f"outputs.formats has unknown format(s) {', '.join(map(repr, unknown))}",
                           f"choose from {', '.join(FORMATS)}, e.g. outputs.formats=[sharegpt,parquet]")
+    if "parquet" in formats:
+        _pyarrow()  # missing, it is said before any work, not after the other files are written
     return formats
 
 
