@@ -59,8 +59,10 @@ OUTPUT_GLOBS = ("ledger.db*", "trajectories.jsonl", "batch_*.jsonl", "statistics
 @contextmanager
 def model_endpoint(settings: dict[str, Any]) -> Iterator[str]:
     """The base URL to call: the model's, else the provider's, else a mock server started for the run."""
+    from hermes_exp.agent.clients import endpoint
+
     model = settings["model"]
-    url = model.get("base_url") or (None if model.get("mock_server") else settings["provider"].get("base_url"))
+    url = endpoint(model, settings["provider"], None)  # the rule every client's endpoint follows
     if url:
         yield url
         return

@@ -27,6 +27,7 @@ class SpendJournal:
         self.directory = directory
         self.invocation = invocation
         self._fd: int | None = None
+        self._path: Path | None = None
         self._calls = 0
         self._lock = threading.Lock()
 
@@ -57,9 +58,19 @@ class SpendJournal:
             if self._fd is None:
                 assert self.directory is not None
                 self.directory.mkdir(exist_ok=True)
-                path = self.directory / f"{os.getpid()}-{uuid.uuid4().hex[:8]}.jsonl"
-                self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                self._path = self.directory / f"{os.getpid()}-{uuid.uuid4().hex[:8]}.jsonl"
+                self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             os.write(self._fd, line)  # one write of one line: what a kill leaves is whole lines
+
+    def discard(self) -> None:
+        """Close and remove this journal once the ledger accounts for every call in it (the parent's own
+        calls, e.g. the summariser's, whose results it stored with their cost)."""
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+            if self._path is not None:
+                self._path.unlink(missing_ok=True)
 
 
 def unaccounted(directory: Path) -> tuple[dict[tuple[str, int], float], list[Path]]:

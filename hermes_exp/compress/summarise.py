@@ -40,10 +40,15 @@ def prompt(turns: list[dict[str, str]], start: int, target_tokens: int) -> str:
             f"{SUMMARY_MARK}\n{listed}\n---\n\nWrite only the summary, starting with \"{PREFIX}\".")
 
 
-def summarise(client: ModelClient, turns: list[dict[str, str]], start: int, target_tokens: int) -> Summary:
-    """One summariser call (the client retries transient failures). Budget exhaustion propagates."""
+def summarise(client: ModelClient, turns: list[dict[str, str]], start: int, target_tokens: int,
+              key: str | None = None) -> Summary:
+    """One summariser call (the client retries transient failures), journaled under the row's task `key`
+    (no per-task cap: the summary is the run's spending, not the agent's). Budget exhaustion propagates."""
+    from hermes_exp.budget import TaskMeter
+
     try:
-        reply = client.complete([{"role": "user", "content": prompt(turns, start, target_tokens)}], [])
+        meter = TaskMeter(None, key)
+        reply = client.complete([{"role": "user", "content": prompt(turns, start, target_tokens)}], [], meter)
     except ProviderError as exc:
         if exc.stop_run:
             raise
