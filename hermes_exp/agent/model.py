@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from sys import intern
 from typing import Any
 
+import httpx  # noqa: F401  (complete before any client: openai reads sys.modules["httpx"] without the
+# import lock, so a web tool's first `import httpx` in another thread would hand it a half-made module)
 import httpx2
 import openai
 
