@@ -12,7 +12,7 @@ from typing import Any
 import sqlite_utils
 
 from hermes_exp.errors import HermesExpError
-from hermes_exp.report.segments import entry
+from hermes_exp.report.segments import Score, entry
 from hermes_exp.store.sharegpt import conversations
 from hermes_exp.store.views import create_views
 
@@ -41,6 +41,12 @@ class RunData:
     @property
     def total(self) -> int:
         return sum(self.states.values())
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt + completion, as statistics.json and the CLI count them: reasoning tokens are part of
+        the completion (the providers' usage reports them inside it), so they are not added again."""
+        return self.tokens.get("prompt", 0) + self.tokens.get("completion", 0)
 
     @property
     def coverage(self) -> float:
@@ -103,10 +109,13 @@ def _aggregate(db: sqlite_utils.Database, run: RunData) -> None:
                         "GROUP BY 1 ORDER BY 2 DESC")
     run.errors = pairs("SELECT COALESCE(error_class, 'unknown'), COUNT(*) FROM tasks WHERE state = 'error' "
                        "GROUP BY 1 ORDER BY 2 DESC")
-    run.tools = list(db.query("SELECT tool, calls, success, failure, success_rate FROM tool_calls_by_tool"))
+    # Over kept tasks, as statistics.json counts them (filtered ones are in "Why tasks were filtered").
+    run.tools = list(db.query("SELECT tool, COUNT(*) AS calls, SUM(failed = 0) AS success, "
+                              "ROUND(100.0 * SUM(failed = 0) / COUNT(*), 2) AS success_rate FROM tool_calls "
+                              "WHERE state = 'done' GROUP BY tool ORDER BY calls DESC, tool"))
     run.turns = pairs(f"SELECT turns, COUNT(*) FROM task_summary WHERE {FINISHED} GROUP BY turns ORDER BY turns")
-    row = db.execute(f"SELECT COALESCE(SUM(reasoning_turns), 0), COALESCE(SUM(turns), 0) FROM task_summary "
-                     f"WHERE {FINISHED}").fetchone()
+    row = db.execute("SELECT COALESCE(SUM(reasoning_turns), 0), COALESCE(SUM(turns), 0) FROM task_summary "
+                     "WHERE state = 'done'").fetchone()  # kept tasks, as statistics.json's coverage
     run.reasoning = (row[0], row[1])
     row = db.execute("SELECT COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0), "
                      "COALESCE(SUM(reasoning_tokens), 0), SUM(cost_usd) FROM tasks").fetchone()
@@ -120,13 +129,19 @@ def _sample(db: sqlite_utils.Database, run_dir: Path, run: RunData, budget: int)
     others = run.states.get("filtered", 0) + run.states.get("error", 0)
     kept_budget = budget - min(others, budget // 4)
     entries = _kept(run_dir / "trajectories.jsonl", run.label, kept_budget)
-    rows = db.execute("SELECT prompt_index, prompt, state, reason, error_class, error, result FROM tasks "
+    # A filtered sample's verdict is its latest score: the report has no config to tell which verifier
+    # the export would give its row, and a re-score (action=score) is the latest.
+    latest = ("(SELECT {} FROM scores s WHERE s.key = t.key ORDER BY s.scored_at DESC LIMIT 1)"
+              if "scores" in db.table_names() else "NULL")
+    rows = db.execute(f"SELECT prompt_index, prompt, state, reason, error_class, error, result, sample, "
+                      f"{latest.format('reward')}, {latest.format('passed')} FROM tasks t "
                       "WHERE state IN ('filtered', 'error') ORDER BY prompt_index, key LIMIT ?",
                       [budget - len(entries)])
-    for index, prompt, state, reason, error_class, error, result in rows:
+    for index, prompt, state, reason, error_class, error, result, sample, reward, passed in rows:
         messages = (json.loads(result) if result else {}).get("messages") or []
         turns = conversations(messages) if messages else [{"from": "error", "value": error or "(no message)"}]
-        entries.append(entry(run.label, index, state, reason or error_class, prompt, turns))
+        score = Score(sample, reward, None if passed is None else bool(passed), error_class == "verifier")
+        entries.append(entry(run.label, index, state, reason or error_class, prompt, turns, score))
     return entries
 
 
@@ -141,7 +156,8 @@ def _kept(path: Path, label: str, budget: int) -> list[dict[str, Any]]:
             row = json.loads(line)
             turns = row.get("conversations", [])
             prompt = next((t["value"] for t in turns if t.get("from") == "human"), "")
-            entries.append(entry(label, row.get("prompt_index"), "done", None, prompt, turns))
+            score = Score(row.get("sample"), row.get("reward"), row.get("passed"))  # as the export wrote it
+            entries.append(entry(label, row.get("prompt_index"), "done", None, prompt, turns, score))
     return entries
 
 
