@@ -113,7 +113,7 @@ def tokens(runs: list[RunData]) -> str | None:
 def cost(runs: list[RunData]) -> str | None:
     if all(run.cost is None for run in runs):
         return None
-    return _grouped(runs, [{"cost": round(run.cost or 0.0, 4)} for run in runs], "Cost", "USD",
+    return _grouped(runs, [{"in all": round(run.cost or 0.0, 4)} for run in runs], "Cost", "USD",
                     fmt=lambda v: f"{v:.4f} USD")
 
 

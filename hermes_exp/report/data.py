@@ -55,10 +55,11 @@ class RunData:
 
 
 def find_runs(path: Path) -> list[Path]:
-    """`path` itself if it is a run directory, else its subdirectories that are (a sweep)."""
+    """`path` itself if it is a run directory, else the run directories below it (a sweep, or an
+    outputs folder of runs and sweeps)."""
     if (path / "ledger.db").is_file():
         return [path]
-    runs = sorted(p.parent for p in path.glob("*/ledger.db"))
+    runs = sorted(p.parent for p in path.rglob("ledger.db"))
     if not runs:
         raise HermesExpError(f"{path} is neither a run directory (no ledger.db) nor a sweep directory "
                              "(no subdirectory with a ledger.db)",
@@ -181,5 +182,7 @@ def load(path: Path, max_trajectories: int) -> list[RunData]:
     """Every run under `path`, labelled by what sets it apart (its override values, in a sweep)."""
     runs = find_runs(path)
     budget = max(1, max_trajectories // len(runs))
-    labels = short_labels([run.name for run in runs])
+    names = [run.relative_to(path).as_posix() if run != path else run.name for run in runs]
+    # A sweep's job directories are named by their overrides: shortened to those that differ.
+    labels = short_labels(names) if not any("/" in n for n in names) else names
     return [load_run(run, label, budget) for run, label in zip(runs, labels)]
