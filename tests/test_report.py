@@ -243,3 +243,22 @@ def test_a_sweeps_report_draws_no_rate_for_a_tool_a_run_never_called(verified: P
     for name, plot in charts.items():
         assert plot["traces"] is None or bars(plot) >= 2, name
     assert browser.problems() == []
+
+
+def test_failed_verifications_that_were_filtered_out_can_be_found(browser: Browser, tmp_path: Path) -> None:
+    """filters=verified keeps only passing samples: the failed one is in the ledger alone, and the page
+    shows it with its verdict and reward, as statistics.json counts it."""
+    proc = hx(["run_name=fv", "filters=verified"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    run = tmp_path / "outputs" / "fv"
+    assert hx([str(run)], run, module="hermes_exp.report").returncode == 0
+    verification = json.loads((run / "statistics.json").read_text())["verification"]
+    browser.open((run / "report.html").as_uri())
+    browser.evaluate("f = document.getElementById('verdict-filter'); f.value = 'failed';"
+                     "f.dispatchEvent(new Event('input'))")
+    assert visible(browser) == verification["scored"] - verification["passed"] == 1
+    shown = browser.evaluate("[...document.querySelectorAll('[data-traj]')].filter(d => !d.hidden)"
+                             ".map(d => [d.dataset.state, d.querySelector('.verdict').textContent])")
+    assert shown == [["filtered", "not passed 0.00"]]
+    assert browser.evaluate("document.querySelectorAll('[data-verdict=passed]').length") == verification["passed"]
+    assert browser.problems() == []
