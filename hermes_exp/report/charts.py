@@ -40,17 +40,20 @@ def _count(v: float) -> str:
 
 
 def _grouped(runs: list[RunData], values: list[dict[str, float]], title: str, y_title: str,
-             percent: bool = False, fmt: Callable[[float], str] | None = None) -> str | None:
+             percent: bool = False, fmt: Callable[[float], str] | None = None,
+             order: Callable[[str], Any] | None = None) -> str | None:
     """Bars per category (x), one trace per run; categories in order of first appearance. A run without
     a category has no bar there (not a zero): a tool it never called has no success rate."""
     categories = list(dict.fromkeys(k for v in values for k in v))
     if not categories:
         return None
     fmt = fmt or ((lambda v: f"{v:.1f}%") if percent else _count)
+    if order is not None:
+        categories = sorted(categories, key=order)
     bars = [(run, c, v[c]) for run, v in zip(runs, values) for c in categories if v.get(c) is not None]
-    if len(bars) == 1:
-        run, category, value = bars[0]
-        return _figure(title, [(fmt(value), category + (f" ({run.label})" if len(runs) > 1 else ""))])
+    if len(bars) == 1 or not any(value for _, _, value in bars):  # one bar, or bars of zero height
+        return _figure(title, [(fmt(value), category + (f" ({run.label})" if len(runs) > 1 else ""))
+                               for run, category, value in bars])
     fig = go.Figure([go.Bar(name=run.label, x=categories, y=[v.get(c) for c in categories],
                             texttemplate="%{y:.0f}%" if percent else "%{y}", textposition="outside",
                             textfont_size=10, cliponaxis=False)
@@ -87,7 +90,7 @@ def tool_success(runs: list[RunData]) -> str | None:
 
 def turns(runs: list[RunData]) -> str | None:
     return _grouped(runs, [{str(k): v for k, v in run.turns.items()} for run in runs],
-                    "Assistant turns per trajectory (kept and filtered)", "trajectories")
+                    "Assistant turns per trajectory (kept and filtered)", "trajectories", order=int)
 
 
 def reasoning(runs: list[RunData]) -> str | None:
