@@ -79,7 +79,8 @@ def test_the_summary_of_an_outputs_folder_names_each_run_and_finds_nested_sweeps
     `samples_per_prompt=None`, and skipped the sweep's jobs without a word)."""
     data = write_dataset(tmp_path / "p.jsonl", [{"prompt": f"Summary task {i}"} for i in range(2)])
     common = [f"dataset.path={data}", f"model.base_url={mock_server.base_url}"]
-    for args in (["run_name=a"], ["run_name=b", "samples_per_prompt=2"], ["-m", "run_name=sw", "model.name=mock-a,mock-b"]):
+    runs = (["run_name=a"], ["run_name=b", "samples_per_prompt=2"], ["-m", "run_name=sw", "model.name=mock-a,mock-b"])
+    for args in runs:
         result = run_cli(tmp_path, *args, *common)
         assert result.returncode == 0, result.stderr
     outputs = tmp_path / "outputs"
