@@ -186,6 +186,7 @@ def test_a_runs_report_tells_the_numbers_of_its_statistics(verified: Path, brows
     lines = [json.loads(line) for line in (run / "trajectories.jsonl").read_text().splitlines()]
     browser.open((run / "report.html").as_uri())
 
+    assert cell(browser, "tasks") == str(stats["total_prompts"])
     tokens = stats["tokens"]
     assert cell(browser, "tokens") == f"{tokens['prompt_tokens'] + tokens['completion_tokens']:,}"
     assert (cell(browser, "done"), cell(browser, "filtered"), cell(browser, "error")) == \
@@ -262,3 +263,20 @@ def test_failed_verifications_that_were_filtered_out_can_be_found(browser: Brows
     assert shown == [["filtered", "not passed 0.00"]]
     assert browser.evaluate("document.querySelectorAll('[data-verdict=passed]').length") == verification["passed"]
     assert browser.problems() == []
+
+
+def test_samples_beyond_a_lowered_samples_per_prompt_are_not_counted(browser: Browser, tmp_path: Path) -> None:
+    """Two samples per prompt, then samples_per_prompt=1: the second samples stay in the ledger, out of
+    statistics.json, and out of the report's numbers too (it said 26 tasks where statistics.json said 13)."""
+    for samples in ("2", "1"):
+        proc = hx(["run_name=lo", f"samples_per_prompt={samples}", "distribution=terminal_only"], tmp_path)
+        assert proc.returncode == 0, proc.stderr
+    run = tmp_path / "outputs" / "lo"
+    assert hx([str(run)], run, module="hermes_exp.report").returncode == 0
+    stats = json.loads((run / "statistics.json").read_text())
+    browser.open((run / "report.html").as_uri())
+    assert (cell(browser, "tasks"), cell(browser, "done")) == (str(stats["total_prompts"]), str(stats["kept"])) \
+        == ("13", "13")
+    tokens = stats["tokens"]
+    assert cell(browser, "tokens") == f"{tokens['prompt_tokens'] + tokens['completion_tokens']:,}"
+    assert browser.evaluate("document.querySelectorAll('[data-traj]').length") == 13

@@ -37,6 +37,7 @@ class RunData:
     cost: float | None = None
     entries: list[dict[str, Any]] = field(default_factory=list)
     verification: dict[str, Any] | None = None  # statistics.json's `verification` (pass rate, pass@k, ...)
+    visible: str = "1"  # SQL condition: the tasks statistics.json counts
 
     @property
     def total(self) -> int:
@@ -82,20 +83,29 @@ def load_run(run_dir: Path, label: str, budget: int) -> RunData:
         ident = json.loads(_scalar(db, "SELECT value FROM meta WHERE key = 'identity_config'") or "{}")
         run = RunData(label=label, path=run_dir, model=(ident.get("model") or {}).get("name", ""),
                       distribution=(ident.get("distribution") or {}).get("name", ""))
-        _aggregate(db, run)
-        run.verification = _verification(run_dir)
+        stats = _statistics(run_dir)
+        run.verification = stats.get("verification")
+        _aggregate(db, run, _visible(stats))
         run.entries = _sample(db, run_dir, run, budget)
     finally:
         db.close()
     return run
 
 
-def _verification(run_dir: Path) -> dict[str, Any] | None:
-    """The run's verification metrics as its last export computed them (None when not verified)."""
+def _statistics(run_dir: Path) -> dict[str, Any]:
+    """statistics.json as the run's last export wrote it ({} before the first)."""
     try:
-        return json.loads((run_dir / "statistics.json").read_text(encoding="utf-8")).get("verification")
+        return json.loads((run_dir / "statistics.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
+        return {}
+
+
+def _visible(stats: dict[str, Any]) -> str:
+    """The tasks the exports count: samples beyond samples_per_prompt (it was lowered) stay in the
+    ledger, out of statistics.json, and so out of the report."""
+    samples = stats.get("samples_per_prompt")
+    where = f"sample < {int(samples)}" if isinstance(samples, int) else "1"
+    return f"key IN (SELECT key FROM tasks WHERE {where})"
 
 
 def _scalar(db: sqlite_utils.Database, sql: str) -> Any:
@@ -103,25 +113,27 @@ def _scalar(db: sqlite_utils.Database, sql: str) -> Any:
     return row[0] if row else None
 
 
-def _aggregate(db: sqlite_utils.Database, run: RunData) -> None:
+def _aggregate(db: sqlite_utils.Database, run: RunData, visible: str) -> None:
     pairs = lambda sql: {k: v for k, v in db.execute(sql).fetchall()}  # noqa: E731
-    run.states = pairs("SELECT state, COUNT(*) FROM tasks GROUP BY state")
+    run.states = pairs(f"SELECT state, COUNT(*) FROM tasks WHERE {visible} GROUP BY state")
     run.reasons = pairs("SELECT COALESCE(reason, 'unknown'), COUNT(*) FROM tasks WHERE state = 'filtered' "
-                        "GROUP BY 1 ORDER BY 2 DESC")
+                        f"AND {visible} GROUP BY 1 ORDER BY 2 DESC")
     run.errors = pairs("SELECT COALESCE(error_class, 'unknown'), COUNT(*) FROM tasks WHERE state = 'error' "
-                       "GROUP BY 1 ORDER BY 2 DESC")
+                       f"AND {visible} GROUP BY 1 ORDER BY 2 DESC")
     # Over kept tasks, as statistics.json counts them (filtered ones are in "Why tasks were filtered").
     run.tools = list(db.query("SELECT tool, COUNT(*) AS calls, SUM(failed = 0) AS success, "
                               "ROUND(100.0 * SUM(failed = 0) / COUNT(*), 2) AS success_rate FROM tool_calls "
-                              "WHERE state = 'done' GROUP BY tool ORDER BY calls DESC, tool"))
-    run.turns = pairs(f"SELECT turns, COUNT(*) FROM task_summary WHERE {FINISHED} GROUP BY turns ORDER BY turns")
+                              f"WHERE state = 'done' AND {visible} GROUP BY tool ORDER BY calls DESC, tool"))
+    run.turns = pairs(f"SELECT turns, COUNT(*) FROM task_summary WHERE {FINISHED} AND {visible} "
+                      "GROUP BY turns ORDER BY turns")
     row = db.execute("SELECT COALESCE(SUM(reasoning_turns), 0), COALESCE(SUM(turns), 0) FROM task_summary "
-                     "WHERE state = 'done'").fetchone()  # kept tasks, as statistics.json's coverage
+                     f"WHERE state = 'done' AND {visible}").fetchone()  # kept tasks, as statistics.json's coverage
     run.reasoning = (row[0], row[1])
     row = db.execute("SELECT COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0), "
-                     "COALESCE(SUM(reasoning_tokens), 0), SUM(cost_usd) FROM tasks").fetchone()
+                     f"COALESCE(SUM(reasoning_tokens), 0), SUM(cost_usd) FROM tasks WHERE {visible}").fetchone()
     run.tokens = {"prompt": row[0], "completion": row[1], "reasoning": row[2]}
     run.cost = row[3]
+    run.visible = visible
 
 
 def _sample(db: sqlite_utils.Database, run_dir: Path, run: RunData, budget: int) -> list[dict[str, Any]]:
@@ -136,7 +148,7 @@ def _sample(db: sqlite_utils.Database, run_dir: Path, run: RunData, budget: int)
               if "scores" in db.table_names() else "NULL")
     rows = db.execute(f"SELECT prompt_index, prompt, state, reason, error_class, error, result, sample, "
                       f"{latest.format('reward')}, {latest.format('passed')} FROM tasks t "
-                      "WHERE state IN ('filtered', 'error') ORDER BY prompt_index, key LIMIT ?",
+                      f"WHERE state IN ('filtered', 'error') AND {run.visible} ORDER BY prompt_index, key LIMIT ?",
                       [budget - len(entries)])
     for index, prompt, state, reason, error_class, error, result, sample, reward, passed in rows:
         messages = (json.loads(result) if result else {}).get("messages") or []
