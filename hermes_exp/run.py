@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 
-from hermes_exp import compress, pilot, run_options, secret_guard, sweep_budget
+from hermes_exp import compress, export_scope, pilot, run_options, secret_guard, sweep_budget
 from hermes_exp.dataset import Scan, Slot, Task, changed_since, stream_tasks
 from hermes_exp.errors import ConfigError, LedgerError
 from hermes_exp.guard import RunGuard
@@ -150,12 +150,7 @@ def _run(mcp_tools: dict[str, Any] | None, prepared: Prepared, on_locked: Callab
                     settings = unchecked(settings)  # it looked settled at start-up; another invocation changed that
                 elif unchecked and mcp.server_specs(settings):  # settled: the export knows the tools the ledger kept
                     settings = {**settings, "mcp_tools": json.loads(ledger.meta("mcp_tools") or "{}")}
-                if gone:
-                    where = ("outside this invocation's dataset selection (dataset.slice, where, ids_file, shard) "
-                             "or no longer in the dataset") if selection.narrows or selection.max_rows else \
-                        "no longer in the dataset (rows edited or removed)"
-                    print(f"{gone} task(s) in the ledger are {where}: kept in the ledger, left out of the "
-                          "outputs and statistics", file=sys.stderr)
+                _say_outside(ledger, settings, gone, bool(selection.narrows or selection.max_rows))
                 if settings.get("mcp_tools"):  # for action=export, which starts no server
                     ledger.set_meta({"mcp_tools": json.dumps(settings["mcp_tools"], sort_keys=True)})
                 fold_into(ledger, run_dir)  # what a killed invocation's calls in flight cost
@@ -182,6 +177,21 @@ def _run(mcp_tools: dict[str, Any] | None, prepared: Prepared, on_locked: Callab
         pilot.report(run_dir, proj)
         return EXIT_OK  # a pilot only measures: its failed tasks are retried by the full run
     return code if code != EXIT_OK or not stats["failed"] else EXIT_TASK_ERRORS
+
+
+def _say_outside(ledger: Ledger, settings: dict[str, Any], gone: int, narrowed: bool) -> None:
+    """Why tasks of the ledger are left out: samples beyond samples_per_prompt, the invocation's narrower
+    dataset selection, or rows that are no longer in the dataset."""
+    samples = samples_per_prompt(settings)
+    beyond = min(gone, ledger.db.execute("SELECT COUNT(*) FROM tasks WHERE sample >= ?", [samples]).fetchone()[0])
+    parts = [f"{beyond} are samples beyond samples_per_prompt={samples}"] if beyond else []
+    if gone - beyond:
+        parts.append(f"{gone - beyond} are " + ("outside this invocation's dataset selection (dataset.slice, where, "
+                                               "ids_file, max_samples) or no longer in the dataset" if narrowed else
+                                               "no longer in the dataset (rows edited or removed)"))
+    if gone:
+        print(f"{gone} task(s) of the ledger are left out of the outputs and statistics (kept in the ledger): "
+              + "; ".join(parts), file=sys.stderr)
 
 
 def _may_shrink(settings: dict[str, Any]) -> dict[str, Any]:
@@ -364,6 +374,9 @@ def reexport(settings: dict[str, Any], run_dir: Path, identity: str, on_locked: 
     settings = with_verifiers(settings)
     with existing_ledger(run_dir, identity, settings, on_locked) as ledger:
         settings = {**settings, "mcp_tools": json.loads(ledger.meta("mcp_tools") or "{}")}
+        scope = export_scope.rescope(ledger, settings, run_dir)  # this invocation's dataset selection
+        if scope is not None:
+            _say_outside(ledger, settings, *scope)
         changed = refilter.reapply(ledger, settings, always=True)
         stats = export(ledger, run_dir, settings)
         squeezed = compress.compress(ledger, run_dir, settings) if compress.wanted(settings) else None

@@ -18,7 +18,7 @@ from hermes_exp.store.atomic import atomic_writer
 from hermes_exp.store.batches import BatchPlaces, batch_name
 from hermes_exp.store.export_reuse import INDEX, OPENAI_FILE, Previous, Recorder, Stale, settings_key
 from hermes_exp.store.export_rows import Tasks
-from hermes_exp.store.formats import chosen_formats, write_parquet
+from hermes_exp.store.formats import PARQUET_FILE, chosen_formats, write_parquet
 from hermes_exp.store.ledger import Ledger
 from hermes_exp.store.refilter import describe_filters
 from hermes_exp.store.sharegpt import system_mode
@@ -127,6 +127,10 @@ def _export(ledger: Ledger, run_dir: Path, settings: dict[str, Any], tasks: Task
         batches = places.write(run_dir / TRAJECTORIES, run_dir, kept.unchanged(tasks.previous))
         if "parquet" in chosen_formats(settings):
             write_parquet(run_dir)
+        else:  # an earlier export's parquet file would not match the files beside it (as the splits)
+            (run_dir / PARQUET_FILE).unlink(missing_ok=True)
+        if not openai:
+            (run_dir / OPENAI_FILE).unlink(missing_ok=True)
         known = ledger.meta("dataset_tasks")
         statistics = stats.build(settings, ledger.invocations(), int(known) if known else None)
         # what the files beside it hold, and what chose it (the summary and the report print these)
