@@ -184,14 +184,12 @@ def _say_outside(ledger: Ledger, settings: dict[str, Any], gone: int, narrowed: 
     dataset selection, or rows that are no longer in the dataset."""
     samples = samples_per_prompt(settings)
     beyond = min(gone, ledger.db.execute("SELECT COUNT(*) FROM tasks WHERE sample >= ?", [samples]).fetchone()[0])
-    parts = [f"{beyond} are samples beyond samples_per_prompt={samples}"] if beyond else []
-    if gone - beyond:
-        parts.append(f"{gone - beyond} are " + ("outside this invocation's dataset selection (dataset.slice, where, "
-                                               "ids_file, max_samples) or no longer in the dataset" if narrowed else
-                                               "no longer in the dataset (rows edited or removed)"))
-    if gone:
-        print(f"{gone} task(s) of the ledger are left out of the outputs and statistics (kept in the ledger): "
-              + "; ".join(parts), file=sys.stderr)
+    where = ("outside this invocation's dataset selection (dataset.slice, where, ids_file, max_samples) or no "
+             "longer in the dataset") if narrowed else "no longer in the dataset (rows edited or removed)"
+    for n, why in ((gone - beyond, where), (beyond, f"samples beyond samples_per_prompt={samples}")):
+        if n:
+            print(f"{n} task(s) in the ledger are {why}: kept in the ledger, left out of the outputs and "
+                  "statistics", file=sys.stderr)
 
 
 def _may_shrink(settings: dict[str, Any]) -> dict[str, Any]:
