@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hermes_exp.errors import ConfigError
+from hermes_exp.errors import ConfigError, DatasetError
 from hermes_exp.plan import intent, plan_invocation, samples_per_prompt
 from hermes_exp.prepare import Prepared
 from hermes_exp.selection import scan_selected
@@ -23,15 +23,15 @@ log = logging.getLogger(__name__)
 def rescope(ledger: Ledger, settings: dict[str, Any], run_dir: Path) -> tuple[int, bool] | None:
     """Scan the dataset with this invocation's selection; return (tasks of the ledger outside it, whether
     the selection narrows the dataset), or None when the dataset cannot be read any more (moved or
-    deleted after the run): the export then covers the tasks of the last run's dataset, as it says."""
+    deleted after the run): the export then covers the last selection the ledger recorded, as it says."""
     prepared = Prepared(settings, run_dir)
     try:
         dataset, selection, cache = prepared.dataset, prepared.selection, prepared.cache
-    except ConfigError as exc:
+    except (ConfigError, DatasetError) as exc:
         path = (settings.get("dataset") or {}).get("path")
         if path and not Path(str(path)).exists():
-            log.warning("the dataset %s cannot be read (%s): the export covers the tasks of the run's last "
-                        "dataset selection", path, exc.args[0] if exc.args else exc)
+            log.warning("the dataset %s cannot be read (%s): the export covers the tasks of the last "
+                        "dataset selection the ledger recorded", path, exc.args[0] if exc.args else exc)
             return None
         raise
     check = cache.watching(row_checker(prepared.verified))

@@ -40,7 +40,8 @@ def _check(run_dir: Path, stderr: str, case: tuple) -> None:
     filters, selection, splits, samples, sliced, formats, _ = case
     stats = json.loads((run_dir / "statistics.json").read_text())
     rows = read_jsonl(run_dir / "trajectories.jsonl")
-    kept, filtered, failed, pending, total, prompts, per = (int(n) if n else None for n in SUMMARY.search(stderr).groups())
+    numbers = SUMMARY.search(stderr).groups()
+    kept, filtered, failed, pending, total, prompts, per = (int(n) if n else None for n in numbers)
     assert (kept, filtered, failed, pending, total) == (stats["kept"], stats["filtered"], stats["failed"],
                                                          stats["pending"], stats["total_prompts"])
     assert total == samples * (5 if sliced else len(ROWS)) and kept + filtered + failed + pending == total
@@ -113,3 +114,18 @@ def test_filters_follow_the_invocation_not_an_earlier_export(tmp_path: Path) -> 
     final = json.loads((tmp_path / "outputs" / "f" / "statistics.json").read_text())
     assert (final["kept"], final["filtered"]) == (plain["kept"], plain["filtered"])
     assert _lines(tmp_path / "outputs" / "f" / "trajectories.jsonl") == plain["kept"]
+
+
+def test_an_export_whose_dataset_is_gone_covers_the_last_runs_tasks(tmp_path: Path) -> None:
+    """An export scans its own dataset selection; a dataset moved away since the run is said, not fatal."""
+    data = write_dataset(tmp_path / "prompts.jsonl", ROWS[:3])
+    base = ("run_name=g", f"dataset.path={data}", "distribution=terminal_only")
+    assert run_cli(tmp_path, *base).returncode == 0
+    sliced = run_cli(tmp_path, *base, "dataset.slice=0:1", "action=export")
+    assert sliced.returncode == 0, sliced.stderr
+    assert "2 task(s) in the ledger are outside this invocation's dataset selection" in sliced.stderr
+    assert _lines(tmp_path / "outputs" / "g" / "trajectories.jsonl") == 1
+    data.rename(tmp_path / "moved.jsonl")
+    moved = run_cli(tmp_path, *base, "action=export")
+    assert moved.returncode == 0, moved.stderr
+    assert "cannot be read" in moved.stderr and "1 kept" in moved.stderr

@@ -61,4 +61,5 @@ def describe_filters(settings: dict[str, Any]) -> list[str]:
 
 def describe(settings: dict[str, Any]) -> str:
     """`filters [NoReasoning, Verified], selection best_of_n`: what produced the outputs."""
-    return f"filters [{', '.join(describe_filters(settings)) or 'none'}], selection {settings.get('selection') or 'all'}"
+    names = ", ".join(describe_filters(settings)) or "none"
+    return f"filters [{names}], selection {settings.get('selection') or 'all'}"
