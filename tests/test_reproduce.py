@@ -7,9 +7,12 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 from conftest import REPO, run_cli, write_dataset
+
+pytestmark = pytest.mark.slow
 
 # The demo's prompts without the browser one (its mock web site answers on a port of the moment).
 ROWS = [json.loads(line) for line in (REPO / "hermes_exp" / "data" / "demo_prompts.jsonl").read_text().splitlines()
