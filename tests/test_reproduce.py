@@ -51,7 +51,7 @@ def test_snapshot_is_the_run_and_reproduces_it(tmp_path: Path) -> None:
     assert len(made.splitlines()) == 2 * len(ROWS)
 
 
-def test_a_refused_export_keeps_no_action_in_a_later_run_snapshot(tmp_path: Path) -> None:
+def test_the_snapshot_names_no_action_override(tmp_path: Path) -> None:
     """A run given `action=run` explicitly, and a later export: the snapshot never names an action override."""
     data = write_dataset(tmp_path / "prompts.jsonl", ROWS[:3])
     run = ("run_name=r", f"dataset.path={data}", "distribution=terminal_only")
