@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 
-from hermes_exp import compress, pilot, run_options, secret_guard, sweep_budget
+from hermes_exp import compress, export_scope, pilot, run_options, secret_guard, sweep_budget
 from hermes_exp.dataset import Scan, Slot, Task, changed_since, stream_tasks
 from hermes_exp.errors import ConfigError, LedgerError
 from hermes_exp.guard import RunGuard
@@ -35,7 +35,7 @@ from hermes_exp.selection import scan_selected
 from hermes_exp.spend_journal import fold_into
 from hermes_exp.settings import check_basics, check_toolsets, identity_hash, stored_identity
 from hermes_exp.stopping import StopSignals
-from hermes_exp.store import filters as filters_mod
+from hermes_exp.store import filters as filters_mod, refilter
 from hermes_exp.store.export import export
 from hermes_exp.store.formats import chosen_formats
 from hermes_exp.store.health import check_ledger_file, storage_error
@@ -43,7 +43,6 @@ from hermes_exp.store.ledger import Ledger
 from hermes_exp.store.rows import ledger_row
 from hermes_exp.store.samples import selection_mode
 from hermes_exp.verify import record
-from hermes_exp.verify.book import ScoreBook
 from hermes_exp.verify.metrics import summary_line
 from hermes_exp.verify.rows import row_checker, with_verifiers
 from hermes_exp.tools import mcp
@@ -74,8 +73,8 @@ def model_endpoint(settings: dict[str, Any]) -> Iterator[str]:
 
 def run(settings: dict[str, Any], on_locked: Callable[[], None] | None = None) -> int:
     """Run one experiment (or, with action=export, only re-filter and re-export); return the exit code.
-    `on_locked` runs once this invocation holds the run directory (the CLI saves its config snapshot
-    there: a refused second invocation must not overwrite the running one's)."""
+    `on_locked` runs once an invocation that runs tasks holds the run directory and its ledger took this
+    experiment (the CLI saves its config snapshot there: a refused invocation must not overwrite it)."""
     secret_guard.check_settings(settings)  # a key typed into a config file: refused before it is saved
     check_basics(settings)
     run_dir = Path(settings["run_dir"]).resolve()
@@ -98,12 +97,14 @@ def run(settings: dict[str, Any], on_locked: Callable[[], None] | None = None) -
     if action not in ACTIONS:
         raise ConfigError(f"action={action!r} is not an action", f"choose one of: {', '.join(ACTIONS)}")
     try:
+        # The config snapshot describes the run that made the ledger's results: only an invocation that
+        # runs tasks writes it (an export, a re-score or a compression leaves it as it is).
         if action in ("export", "compress"):
-            return reexport(settings, run_dir, identity_hash(settings), on_locked)
+            return reexport(settings, run_dir, identity_hash(settings), None)
         if action == "score":
             from hermes_exp.score_action import score_run
 
-            return score_run(settings, run_dir, identity_hash(settings), on_locked)
+            return score_run(settings, run_dir, identity_hash(settings), None)
         return _run(settings.get("mcp_tools"), prepared, on_locked or (lambda: None),
                     _late_checks if unchecked else None)
     except (OSError, sqlite3.Error) as exc:
@@ -139,18 +140,19 @@ def _run(mcp_tools: dict[str, Any] | None, prepared: Prepared, on_locked: Callab
                                  samples=samples_per_prompt(settings), extra_check=check, spool=spool)
         found = cache.load(keys=False) or scan()  # a cached scan's keys are read only if the ledger needs them
         with RunLock(run_dir) as lock, StopSignals() as stop:
-            on_locked()
             ledger = _open_ledger(run_dir, identity, settings, lock.earlier)
             try:
+                on_locked()  # once the ledger took this experiment: a refused one never rewrites the snapshot
+                refiltered = refilter.reapply(ledger, settings)  # this invocation's filters, never an earlier one's
+                if refiltered:
+                    print(f"re-applied filters: {refiltered} task(s) changed state", file=sys.stderr)
                 found, (todo, again, chosen, gone, total) = plan_invocation(ledger, cache, found, scan, selection,
                                                                             wanted, k)
                 if unchecked and (todo or again):
                     settings = unchecked(settings)  # it looked settled at start-up; another invocation changed that
                 elif unchecked and mcp.server_specs(settings):  # settled: the export knows the tools the ledger kept
                     settings = {**settings, "mcp_tools": json.loads(ledger.meta("mcp_tools") or "{}")}
-                if gone:
-                    print(f"{gone} task(s) in the ledger are no longer in the dataset (rows edited or removed): "
-                          "kept in the ledger, left out of the outputs and statistics", file=sys.stderr)
+                _say_outside(ledger, settings, gone, bool(selection.narrows or selection.max_rows))
                 if settings.get("mcp_tools"):  # for action=export, which starts no server
                     ledger.set_meta({"mcp_tools": json.dumps(settings["mcp_tools"], sort_keys=True)})
                 fold_into(ledger, run_dir)  # what a killed invocation's calls in flight cost
@@ -159,14 +161,15 @@ def _run(mcp_tools: dict[str, Any] | None, prepared: Prepared, on_locked: Callab
                 # a pilot's progress counts its own tasks: the others did not "finish earlier"
                 code = _dispatch(settings, ledger, found, todo, len(chosen) if k else total, guard, stop, again,
                                  "pilot tasks" if k else "tasks of this run")
-                stats = export(ledger, run_dir, settings)
+                refilter.settled(ledger, settings)  # the tasks judged now used the same filters
+                stats = export(ledger, run_dir, _may_shrink(settings) if refiltered else settings)
                 if k:
                     proj = pilot.projection(ledger, chosen, total, int(settings["num_workers"]))
                 squeezed = compress.compress(ledger, run_dir, settings) if compress.wanted(settings) and \
                     code == EXIT_OK else None
             finally:
                 ledger.close()
-            _summary(run_dir, stats, len(todo), interrupted=code == EXIT_INTERRUPTED)
+            _summary(run_dir, stats, len(todo), interrupted=code == EXIT_INTERRUPTED, settings=settings)
     if squeezed is not None:
         print(compress.describe(squeezed, run_dir), file=sys.stderr)
     if changed_since(dataset, found):
@@ -178,6 +181,24 @@ def _run(mcp_tools: dict[str, Any] | None, prepared: Prepared, on_locked: Callab
         pilot.report(run_dir, proj)
         return EXIT_OK  # a pilot only measures: its failed tasks are retried by the full run
     return code if code != EXIT_OK or not stats["failed"] else EXIT_TASK_ERRORS
+
+
+def _say_outside(ledger: Ledger, settings: dict[str, Any], gone: int, narrowed: bool) -> None:
+    """Why tasks of the ledger are left out: samples beyond samples_per_prompt, the invocation's narrower
+    dataset selection, or rows that are no longer in the dataset."""
+    samples = samples_per_prompt(settings)
+    beyond = min(gone, ledger.db.execute("SELECT COUNT(*) FROM tasks WHERE sample >= ?", [samples]).fetchone()[0])
+    where = ("outside this invocation's dataset selection (dataset.slice, where, ids_file, max_samples) or no "
+             "longer in the dataset") if narrowed else "no longer in the dataset (rows edited or removed)"
+    for n, why in ((gone - beyond, where), (beyond, f"samples beyond samples_per_prompt={samples}")):
+        if n:
+            print(f"{n} task(s) in the ledger are {why}: kept in the ledger, left out of the outputs and "
+                  "statistics", file=sys.stderr)
+
+
+def _may_shrink(settings: dict[str, Any]) -> dict[str, Any]:
+    """Filters this invocation changed re-export on purpose: fewer trajectories are what was asked for."""
+    return {**settings, "outputs": {**(settings.get("outputs") or {}), "allow_shrink": True}}
 
 
 def _start_sweep_budget(settings: dict[str, Any], spent: float) -> None:
@@ -355,38 +376,40 @@ def reexport(settings: dict[str, Any], run_dir: Path, identity: str, on_locked: 
     rows: only the summaries the ledger does not hold yet are asked for."""
     if not (run_dir / "ledger.db").is_file():
         raise LedgerError(f"no ledger in {run_dir}", "check run_name=...; action=export works on an existing run")
-    filters = filters_mod.build(settings.get("filters"))
     settings = with_verifiers(settings)
     with existing_ledger(run_dir, identity, settings, on_locked) as ledger:
         settings = {**settings, "mcp_tools": json.loads(ledger.meta("mcp_tools") or "{}")}
-        changed = 0
-        book = ScoreBook(ledger, settings)
-        for row in ledger.rows(("done", "filtered")):
-            result = json.loads(row["result"])
-            reason = filters_mod.first_reason(filters, {**result, "score": book.get(row["key"], result.get("row") or {})})
-            state = "filtered" if reason else "done"
-            if (state, reason) != (row["state"], row["reason"]):
-                ledger.set_state(row["key"], state, reason)
-                changed += 1
+        scope = export_scope.rescope(ledger, settings, run_dir)  # this invocation's dataset selection
+        if scope is not None:
+            _say_outside(ledger, settings, *scope)
+        changed = refilter.reapply(ledger, settings, always=True)
         stats = export(ledger, run_dir, settings)
         squeezed = compress.compress(ledger, run_dir, settings) if compress.wanted(settings) else None
     print(f"re-applied filters: {changed} task(s) changed state", file=sys.stderr)
-    _summary(run_dir, stats, 0, interrupted=False)
+    _summary(run_dir, stats, 0, interrupted=False, settings=settings)
     if squeezed is not None:
         print(compress.describe(squeezed, run_dir), file=sys.stderr)
         return EXIT_TASK_ERRORS if squeezed["summary_failed"] else EXIT_OK
     return EXIT_OK
 
 
-def _summary(run_dir: Path, stats: dict[str, Any], ran: int, interrupted: bool) -> None:
+def _summary(run_dir: Path, stats: dict[str, Any], ran: int, interrupted: bool,
+             settings: dict[str, Any] | None = None) -> None:
     why = lambda counts: f" ({', '.join(f'{k}: {v}' for k, v in counts.items())})" if counts else ""  # noqa: E731
+    samples = int(stats.get("samples_per_prompt") or 1)
+    of = f"{stats['total_prompts']} prompts" if samples == 1 else \
+        f"{stats['total_prompts']} tasks ({stats['total_prompts'] // samples} prompts x {samples} samples)"
+    files = stats.get("exported") or {}
+    written = ", ".join(f"{name}: {n}" for name, n in files.items() if name != "trajectories.jsonl")
     print(
         f"\n{stats['kept']} kept, {stats['filtered']} filtered{why(stats['discarded'])}, "
         f"{stats['failed']} failed{why(stats['errors'])}, {stats['pending']} pending "
-        f"of {stats['total_prompts']} prompts "
-        f"({ran} planned now, {stats['api_calls']} model calls in all)\n"
-        f"  trajectories: {run_dir / 'trajectories.jsonl'}\n"
-        f"  statistics:   {run_dir / 'statistics.json'}\n"
+        f"of {of} ({ran} planned now, {stats['api_calls']} model calls in all)\n"
+        + (f"  by {refilter.describe(settings)}\n" if settings is not None else "")
+        + f"  trajectories: {run_dir / 'trajectories.jsonl'}"
+        + (f" ({files['trajectories.jsonl']} lines)" if "trajectories.jsonl" in files else "") + "\n"
+        + (f"  also:         {written}\n" if written else "")
+        + f"  statistics:   {run_dir / 'statistics.json'}\n"
         f"  ledger:       {run_dir / 'ledger.db'}", file=sys.stderr)
     if stats.get("verification"):
         print(summary_line(stats["verification"]), file=sys.stderr)

@@ -15,7 +15,7 @@ from hermes_exp import rescore
 from hermes_exp.errors import LedgerError
 from hermes_exp.run import (EXIT_OK, EXIT_TASK_ERRORS, _stop_workers, _summary, existing_ledger, model_endpoint,
                             run_id_for)
-from hermes_exp.store import filters as filters_mod
+from hermes_exp.store import filters as filters_mod, refilter
 from hermes_exp.store.export import export
 from hermes_exp.store.ledger import Ledger
 from hermes_exp.verify.book import ScoreBook
@@ -34,11 +34,12 @@ def score_run(settings: dict[str, Any], run_dir: Path, identity: str,
         if not (settings.get("resume") or {}).get("redo_all"):
             keys = list(rescore.unscored(ledger, keys, ScoreBook(ledger, settings)))
         counts = _score(settings, ledger, keys, filters) if keys else {}
+        refilter.reapply(ledger, settings)  # new scores: every sample judged again by these filters
         stats = export(ledger, run_dir, settings)
     rescore.report(counts, "action=score") if counts else print(
         "action=score: every finished sample already has a score from this verifier "
         "(resume.redo_all=true scores them again)", file=sys.stderr)
-    _summary(run_dir, stats, 0, interrupted=False)
+    _summary(run_dir, stats, 0, interrupted=False, settings=settings)
     return EXIT_TASK_ERRORS if stats["failed"] else EXIT_OK
 
 

@@ -36,10 +36,16 @@ def save(cfg: DictConfig) -> None:
         header = ("# ephemeral_system_prompt was set: it is sent, never saved; pass it again to reproduce "
                   "this run\n")
     hydra_node = OmegaConf.create({"hydra": hydra})
-    hydra_node.hydra.overrides.task = overrides = [_unsaved(o) for o in hydra_cfg.overrides.task]
+    if "action" in saved:  # the snapshot reproduces the run: it runs, whatever verb the last run was given
+        saved.action = "run"
+    given = [o for o in hydra_cfg.overrides.task if not _is_action(o)]
+    hydra_node.hydra.overrides.task = overrides = [_unsaved(o) for o in given]
     dirname = hydra_node.hydra.job.get("override_dirname") or ""
-    for given, kept in zip(hydra_cfg.overrides.task, overrides):
-        dirname = dirname.replace(given.lstrip("+~"), kept)
+    for o in hydra_cfg.overrides.task:
+        if _is_action(o):
+            dirname = ",".join(part for part in dirname.split(",") if part != o.lstrip("+~"))
+    for o, kept in zip(given, overrides):
+        dirname = dirname.replace(o.lstrip("+~"), kept)
     hydra_node.hydra.job.override_dirname = dirname
     files = {"config.yaml": saved, "hydra.yaml": hydra_node, "overrides.yaml": OmegaConf.create(overrides)}
     for name, node in files.items():
@@ -89,6 +95,10 @@ def _snapshot_current(out: Path, key: str) -> bool:
     stats = _stats(out)
     return isinstance(kept, dict) and kept.get("key") == key and len(stats) == len(SNAPSHOT_FILES) \
         and kept.get("files") == stats
+
+
+def _is_action(override: str) -> bool:
+    return override.split("=", 1)[0].lstrip("+~") == "action"
 
 
 def _unsaved(override: str) -> str:
