@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import read_jsonl, request_count, run_cli, write_dataset
 
-from hermes_exp.mock_server import MockServer
+from hermes_exp.mock.server import MockServer
 
 PROMPTS = [
     "RUN: echo start\nRUN: seq 1 400\nRUN: seq 400 800\nRUN: seq 800 1200\nRUN: echo end\nReport.",

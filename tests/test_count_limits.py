@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_exp import dataset as dataset_mod
-from hermes_exp.dataset import open_dataset, scan
+from hermes_exp.dataset import tasks as dataset_mod
+from hermes_exp.dataset.tasks import open_dataset, scan
 from hermes_exp.errors import ConfigError
 
 MEMORY = 3 * 1024 ** 3  # bytes of address space the CLI may map: a billion task keys would need ~32 GB

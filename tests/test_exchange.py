@@ -18,7 +18,7 @@ import pytest
 from test_deadlines import ANSWER
 from test_providers import TOOLS, settings_for
 
-from hermes_exp.agent.model import ModelClient
+from hermes_exp.model.client import ModelClient
 from hermes_exp.errors import ProviderError
 
 BODY = json.dumps(ANSWER).encode()
@@ -257,9 +257,9 @@ class SlowReader:
             self._done.wait(10)
 
     def exchange(self, content: bytes, timeouts: dict[str, float]):
-        from hermes_exp.agent.deadline import _bounded
-        from hermes_exp.agent.exchange import StdlibTransport
-        from hermes_exp.agent.http11 import request_head
+        from hermes_exp.model.deadline import _bounded
+        from hermes_exp.model.exchange import StdlibTransport
+        from hermes_exp.model.http11 import request_head
 
         transport = StdlibTransport(__import__("ssl").create_default_context(), None, _bounded)
         head = request_head(b"POST", b"/v1/chat/completions", [(b"Host", b"127.0.0.1")])

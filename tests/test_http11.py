@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from hermes_exp.agent.http11 import ProtocolError, RequestError, read_response, request_head
+from hermes_exp.model.http11 import ProtocolError, RequestError, read_response, request_head
 
 BODY = b'{"choices": [{"message": {"content": "hi"}}]}'
 LENGTH = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(BODY), BODY)

@@ -20,7 +20,7 @@ SCRIPT = textwrap.dedent("""
                 release.wait(10)
             return None
 
-    from hermes_exp.agent.model import ModelClient
+    from hermes_exp.model.client import ModelClient
     sys.meta_path.insert(0, Slow())
     importer = threading.Thread(target=lambda: __import__("httpx"))
     importer.start()

@@ -18,7 +18,7 @@ from conftest import read_jsonl, write_dataset
 from test_budget import PRICED
 from test_compress import COMPRESS, PROMPTS, train_tokenizer
 
-from hermes_exp.mock_server import MockServer
+from hermes_exp.mock.server import MockServer
 
 PRICE = 1000 / 1e6  # PRICED: USD per token, prompt and completion alike
 BUDGETS = ["budget.max_cost_usd=100", "budget.sweep_max_cost_usd=100"]

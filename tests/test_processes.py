@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import done_rows, run_cli, write_dataset
 
-from hermes_exp.mock_server import MockServer
-from hermes_exp.runlock import RunLock
+from hermes_exp.mock.server import MockServer
+from hermes_exp.run.lock import RunLock
 from hermes_exp.sandbox import grouplog
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_exp.mock_server import MockServer
+from hermes_exp.mock.server import MockServer
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"

@@ -19,7 +19,7 @@ DEMO = Path(__file__).resolve().parents[1] / "hermes_exp" / "data" / "demo_promp
 HOSTILE = "Say hi to <img src=x onerror=\"window.__pwned=1\"></script><b>zebra</b> please."
 
 
-def hx(args: list[str], cwd: Path, module: str = "hermes_exp.cli") -> subprocess.CompletedProcess:
+def hx(args: list[str], cwd: Path, module: str = "hermes_exp.cli.app") -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, capture_output=True, text=True,
                           timeout=120)
 

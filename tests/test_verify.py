@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import read_jsonl, request_count, run_cli, write_dataset
 
-from hermes_exp.verify.metrics import pass_at_k, pass_hat_k
+from hermes_exp.store.metrics import pass_at_k, pass_hat_k
 from tests.sandbox.conftest import IMAGE, docker_problem, unavailable
 from hermes_exp.sandbox.auto import bwrap_works
 

@@ -88,10 +88,10 @@ class _Summariser:
         budget and the sweep's (this job is booked there first), and the spend journal, under an
         invocation number of its own (negative: no dispatch has it), which `close` removes once every
         summary is stored with its cost; a kill leaves it for the next run to count."""
-        from hermes_exp import sweep_budget
-        from hermes_exp.agent.clients import second_client
-        from hermes_exp.agent.probe import probe
-        from hermes_exp.run import model_endpoint
+        from hermes_exp.money import sweep_budget
+        from hermes_exp.model.clients import second_client
+        from hermes_exp.model.probe import probe
+        from hermes_exp.run.invocation import model_endpoint
 
         model = self.cfg.summariser_model()
         base_url = self.stack.enter_context(model_endpoint({**self.settings, "model": model}))

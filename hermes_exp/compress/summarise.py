@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from hermes_exp.errors import ProviderError
 
 if TYPE_CHECKING:  # openai is imported only when a summary is asked for
-    from hermes_exp.agent.model import ModelClient
+    from hermes_exp.model.client import ModelClient
 
 SUMMARY_MARK = "TURNS TO SUMMARIZE:"  # the offline mock model recognises a summariser request by it
 PREFIX = "[CONTEXT SUMMARY]:"
@@ -44,7 +44,7 @@ def summarise(client: ModelClient, turns: list[dict[str, str]], start: int, targ
               key: str | None = None) -> Summary:
     """One summariser call (the client retries transient failures), journaled under the row's task `key`
     (no per-task cap: the summary is the run's spending, not the agent's). Budget exhaustion propagates."""
-    from hermes_exp.budget import TaskMeter
+    from hermes_exp.money.budget import TaskMeter
 
     try:
         meter = TaskMeter(None, key)

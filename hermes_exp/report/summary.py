@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_exp.store.atomic import atomic_writer
-from hermes_exp.verify.metrics import wilson
+from hermes_exp.store.metrics import wilson
 
 COLUMNS = ["job", "overrides", "model", "tasks", "done", "filtered", "failed", "pending", "kept_pct",
            "pass_rate", "pass_rate_ci95", "mean_reward", "mean_reward_ci95", "pass_at_k", "tool_success_pct",

@@ -11,7 +11,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from hermes_exp.store.reasoning import native_reasoning
+from hermes_exp.model.reasoning import native_reasoning
 from hermes_exp.errors import ConfigError
 from hermes_exp.store.atomic import atomic_writer
 from hermes_exp.store.ledger import Ledger

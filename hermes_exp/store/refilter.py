@@ -13,7 +13,7 @@ from typing import Any
 
 from hermes_exp.store import filters as filters_mod
 from hermes_exp.store.ledger import Ledger
-from hermes_exp.verify.book import ScoreBook
+from hermes_exp.store.score_book import ScoreBook
 
 FILTERS_KEY = "filters_key"
 

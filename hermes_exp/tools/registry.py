@@ -37,7 +37,7 @@ from typing import Any
 
 from hermes_exp.errors import ConfigError, ToolError
 from hermes_exp.tools.base import Tool, ToolContext
-from hermes_exp.instantiation import construct
+from hermes_exp.settings.instantiation import construct
 
 
 @dataclass

@@ -97,7 +97,7 @@ class VisionAnalyze:
 
     def _client(self, ctx: ToolContext) -> Any:
         """Another model's client, booked with the agent's (agent/clients.py)."""
-        from hermes_exp.agent.clients import second_client
+        from hermes_exp.model.clients import second_client
 
         settings = ctx.settings
         return second_client(settings, {**settings["model"], **self.model}, settings["provider"],

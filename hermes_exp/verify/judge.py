@@ -10,8 +10,8 @@ import re
 import threading
 from typing import Any
 
-from hermes_exp.budget import TaskMeter
-from hermes_exp.cost import Pricing
+from hermes_exp.money.budget import TaskMeter
+from hermes_exp.money.cost import Pricing
 from hermes_exp.errors import ConfigError, ProviderError
 from hermes_exp.sandbox.base import Sandbox
 from hermes_exp.verify.base import Verdict, VerifierFailed, VerifyContext, clip, content_text, final_answer
@@ -60,7 +60,7 @@ class JudgeVerifier:
         """The judge's client, built on first use; it books its calls with the agent's (agent/clients.py)."""
         with self._lock:
             if self._client is None:
-                from hermes_exp.agent.clients import second_client
+                from hermes_exp.model.clients import second_client
 
                 agent = getattr(self.context.runtime, "client", None)  # the run's budgets and spend journal
                 self._client = second_client(self.context.settings or {}, self.model, self.provider, shared=agent)

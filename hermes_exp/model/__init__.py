@@ -1,0 +1,31 @@
+"""The OpenAI-compatible model client, used by the agent, the judge, vision and compression alike.
+
+- cache: Anthropic prompt-caching breakpoints (`model.cache_control`): `cache_control` markers on the system
+  prompt and the last turns, as content parts, which OpenRouter and Anthropic-compatible endpoints read
+- checks: Validation of the model, provider and budget config before any work, without importing the model
+  client (so a run with nothing to do never imports openai)
+- client: The model client: the only module that imports `openai`
+- clients: One way to build a model client beside the agent's (the judge, vision, the compression summariser):
+  it calls the endpoint the run's own rule gives its model, and books every call as the agent's client does,
+  in the run's budget (`budget.max_cost_usd`), the sweep's (`budget.sweep_max_cost_usd`), under the same
+  limits and in the same spend journal: whoever makes a call, the run pays for it once, in one place
+- deadline: A total deadline for one HTTP attempt
+- encode: A call's request body and its prompt-token estimate from one serialisation, per message
+- exchange: The model client's HTTP/1.1 exchange: an httpx transport (mounted in the SDK's own httpx client)
+  that sends each request over one kept-alive connection, framed and parsed by agent/http11.py
+- http11: One HTTP/1.1 request and its response over an open socket: the model client's exchange
+  (agent/exchange.py)
+- pools: A connection pool per session thread under the model client's one httpx client
+- post: One prepared POST for the model client's hot path: the SDK builds the request (URL, auth and SDK
+  headers, timeout) once, and each call sends only a new JSON body through the SDK's own httpx client
+- probe: One cheap reachability check of the model endpoint at start-up, so a wrong `base_url` is one clear
+  error instead of a failure per prompt
+- ratelimit: One rate limiter shared by every worker of a process: an adaptive concurrency limit (AIMD: cut on
+  429, grow back slowly) plus optional requests-per-minute and tokens-per-minute caps
+- reasoning: Find the reasoning in an assistant message: native fields or inline tags in the content
+- retry: When a failed model call is worth retrying, how long to wait first, when to give up, and the circuit
+  that stops a run whose calls keep failing authentication or finding no such model
+- wire: The request body that a model and provider config put on the wire: sampling, routing, reasoning, and
+  the interop knobs for servers that differ from OpenAI. Pure config -> dict, validated up front, so every
+  setting either reaches the wire exactly as configured or stops the run with a ConfigError
+"""
