@@ -23,19 +23,19 @@ from harness import THREAD_TIMED, mock_server, print_table, write_prompts
 
 # (label, module, attribute path): wrapped with thread CPU per call; a module-level name is wrapped where
 # it is looked up (run.ledger_row, encode.encode: the call's Body). The HTTP exchange runs on the process's
-# event loop thread (agent/transport.py): the session thread's time in Transport.post is its waiting.
-TIMED = [("complete", "hermes_exp.agent.model", "ModelClient.complete"),
-         ("complete > post", "hermes_exp.agent.transport", "Transport.post"),
-         ("complete > encode", "hermes_exp.agent.encode", "encode"),
-         ("complete > _reply", "hermes_exp.agent.model", "ModelClient._reply"),
-         ("complete > limiter", "hermes_exp.agent.ratelimit", "RateLimiter.acquire"),
-         ("complete > limiter", "hermes_exp.agent.ratelimit", "RateLimiter.release"),
+# event loop thread (model/transport.py): the session thread's time in Transport.post is its waiting.
+TIMED = [("complete", "hermes_exp.model.client", "ModelClient.complete"),
+         ("complete > post", "hermes_exp.model.transport", "Transport.post"),
+         ("complete > encode", "hermes_exp.model.encode", "encode"),
+         ("complete > _reply", "hermes_exp.model.client", "ModelClient._reply"),
+         ("complete > limiter", "hermes_exp.model.ratelimit", "RateLimiter.acquire"),
+         ("complete > limiter", "hermes_exp.model.ratelimit", "RateLimiter.release"),
          ("tool calls", "hermes_exp.tools.registry", "Registry.call"),
-         ("session (run_task)", "hermes_exp.worker", "run_task"),
-         ("ledger_row", "hermes_exp.run", "ledger_row"),
+         ("session (run_task)", "hermes_exp.worker.task", "run_task"),
+         ("ledger_row", "hermes_exp.run.invocation", "ledger_row"),
          ("Ledger.record", "hermes_exp.store.ledger", "Ledger.record"),
          ("Ledger.mark_running", "hermes_exp.store.ledger", "Ledger.mark_running"),
-         ("export", "hermes_exp.run", "export")]
+         ("export", "hermes_exp.run.invocation", "export")]
 
 WRAPPER = """
 import atexit, gc, importlib, json, os, resource, runpy, sys, threading, time
@@ -64,10 +64,10 @@ def dump():
         json.dump({"acc": ACC, "gc": GC, "proc": s.ru_utime + s.ru_stime, "nvcsw": s.ru_nvcsw}, f)
 atexit.register(dump)
 gc.callbacks.append(collected)
-import hermes_exp.cli, hermes_exp.run
+import hermes_exp.cli.app, hermes_exp.run.invocation
 for entry in TIMED:
     wrap(*entry)
-runpy.run_module("hermes_exp.cli", run_name="__main__", alter_sys=True)
+runpy.run_module("hermes_exp.cli.app", run_name="__main__", alter_sys=True)
 """
 
 

@@ -18,7 +18,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from hermes_exp.inputs.harbor import HarborSource
+from hermes_exp.dataset.readers.harbor import HarborSource
 
 TOML = "[verifier]\ntimeout_sec = 60\n[environment]\nbuild_timeout_sec = 120\n"
 

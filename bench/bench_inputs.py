@@ -19,7 +19,7 @@ from pathlib import Path
 PROBE = """
 import json, resource, sys, time
 t0 = time.perf_counter(); c0 = resource.getrusage(resource.RUSAGE_SELF)
-from hermes_exp.dataset import open_dataset, scan
+from hermes_exp.dataset.tasks import open_dataset, scan
 if sys.argv[3] == "parquet":
     import pyarrow.parquet
 if sys.argv[3] == "hf":

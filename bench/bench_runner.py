@@ -73,8 +73,8 @@ def _compose(overrides: list[str], run_dir: Path) -> dict[str, Any]:
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from hermes_exp.cli import config_dir, register_resolvers
-    from hermes_exp.settings import to_plain
+    from hermes_exp.settings.paths import config_dir, register_resolvers
+    from hermes_exp.settings.resolved import to_plain
 
     register_resolvers()
     GlobalHydra.instance().clear()
@@ -86,9 +86,9 @@ def _compose(overrides: list[str], run_dir: Path) -> dict[str, Any]:
 def build_finished_run(work: Path, tasks: int, url: str, sandbox: str, extra: list[str]) -> tuple[list[str], dict]:
     """A dataset of `tasks` rows and a ledger in which every one is done, with realistic results: a
     small real run provides a finished result, which is copied for each row under its own key."""
-    from hermes_exp.dataset import open_dataset, scan
+    from hermes_exp.dataset.tasks import open_dataset, scan
     from hermes_exp.store.rows import ledger_row
-    from hermes_exp.settings import identity_config, identity_hash
+    from hermes_exp.settings.resolved import identity_config, identity_hash
     from hermes_exp.store.ledger import Ledger
 
     template_data = write_prompts(work / "template.jsonl",
@@ -122,9 +122,9 @@ def build_finished_run(work: Path, tasks: int, url: str, sandbox: str, extra: li
 
 def time_planning(data: Path, run_dir: Path, settings: dict[str, Any]) -> tuple[float, float, int]:
     """In this process: scan + ledger states + pending (the planning), and the export a run ends with."""
-    from hermes_exp.dataset import open_dataset, scan
-    from hermes_exp.plan import intent, pending
-    from hermes_exp.settings import identity_hash
+    from hermes_exp.dataset.tasks import open_dataset, scan
+    from hermes_exp.run.plan import intent, pending
+    from hermes_exp.settings.resolved import identity_hash
     from hermes_exp.store.export import export
     from hermes_exp.store.ledger import Ledger
 

@@ -22,7 +22,7 @@ from bench_sandbox import make_factory, shut_down  # noqa: E402
 from hermes_exp.errors import SandboxError  # noqa: E402
 from hermes_exp.verify.base import VerifyContext  # noqa: E402
 from hermes_exp.verify.command import CommandVerifier  # noqa: E402
-from hermes_exp.verify.files import put_files  # noqa: E402
+from hermes_exp.sandbox.files import put_files  # noqa: E402
 from hermes_exp.verify.scoring import Plan, verify_in_sandbox  # noqa: E402
 
 TEST_SH = "#!/bin/sh\ngrep -qx 42 answer.txt && test -f src/mod_0.py\n"

@@ -67,9 +67,9 @@ def _dump():
                    "tool_calls": _TOOLS["calls"], "tool_cpu": _TOOLS["cpu"]}, f)
 atexit.register(_dump)
 _timed_tools()
-import hermes_exp.cli, hermes_exp.run
+import hermes_exp.cli.app, hermes_exp.run.invocation
 IMPORTED = time.time()
-runpy.run_module("hermes_exp.cli", run_name="__main__", alter_sys=True)
+runpy.run_module("hermes_exp.cli.app", run_name="__main__", alter_sys=True)
 """
 
 
@@ -127,8 +127,8 @@ class MockProcess(str):
 
 @contextmanager
 def mock_server(latency_ms: float) -> Iterator[MockProcess]:
-    """`python -m hermes_exp.mock_server` in its own process (so its CPU is not the runner's)."""
-    proc = subprocess.Popen([sys.executable, "-m", "hermes_exp.mock_server", "--port", "0",
+    """`python -m hermes_exp.mock` in its own process (so its CPU is not the runner's)."""
+    proc = subprocess.Popen([sys.executable, "-m", "hermes_exp.mock", "--port", "0",
                              "--latency-ms", str(latency_ms)], stdout=subprocess.PIPE, text=True)
     try:
         url = proc.stdout.readline().strip() if proc.stdout else ""

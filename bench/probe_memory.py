@@ -79,7 +79,7 @@ def _watch():
     t0, samples, dumped, peak = time.time(), [], False, 0
     while True:
         n, rss = threading.active_count(), _status("VmRSS:")
-        worker = sys.modules.get("hermes_exp.worker")
+        worker = sys.modules.get("hermes_exp.worker.task")
         samples.append((time.time() - t0, n, rss, getattr(worker, "_in_flight", None)))
         if n >= N and not dumped:
             time.sleep(float(os.environ.get("HX_PROBE_SETTLE", "1.0")))
@@ -92,7 +92,7 @@ def _watch():
 def _trace_one(pattern):
     # one snapshot once every session is in flight, only the allocations made at lines of `pattern`
     import tracemalloc
-    while getattr(sys.modules.get("hermes_exp.worker"), "_in_flight", 0) < N:
+    while getattr(sys.modules.get("hermes_exp.worker.task"), "_in_flight", 0) < N:
         time.sleep(0.2)
     time.sleep(2)
     snap = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(True, pattern)])
@@ -127,7 +127,7 @@ if os.environ.get("HX_PROBE_TRACE"):
     threading.Thread(target=_trace_one if pattern else _trace, args=(pattern,) if pattern else (), daemon=True).start()
 else:
     threading.Thread(target=_watch, daemon=True).start()
-runpy.run_module("hermes_exp.cli", run_name="__main__", alter_sys=True)
+runpy.run_module("hermes_exp.cli.app", run_name="__main__", alter_sys=True)
 """
 
 

@@ -1,5 +1,5 @@
 """The `hermes-exp` command's first step, before any import: the process is started again with glibc's
-per-thread malloc cache off, then the CLI runs. Nothing else here; the CLI itself is hermes_exp/cli.py."""
+per-thread malloc cache off, then the CLI runs. Nothing else here; the CLI itself is hermes_exp/cli/app.py."""
 
 from __future__ import annotations
 
@@ -40,6 +40,6 @@ def reexec() -> None:
 
 def main() -> None:
     reexec()
-    from hermes_exp.cli import main as cli_main
+    from hermes_exp.cli.app import main as cli_main
 
     cli_main()

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from hermes_exp.mock_server import MockServer
+from hermes_exp.mock.server import MockServer
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -56,8 +56,8 @@ def done_rows(db: Path) -> int:
 
 def known_tools(*overrides: str) -> list[str]:
     """The tools a run of the shipped config knows (the keys of every row's tool_stats)."""
-    from hermes_exp.cli import config_dir, register_resolvers
-    from hermes_exp.listing import compose_settings
+    from hermes_exp.settings.paths import config_dir, register_resolvers
+    from hermes_exp.cli.listing import compose_settings
     from hermes_exp.tools.registry import Registry
 
     register_resolvers()

@@ -11,8 +11,8 @@ from conftest import request_count, run_cli, write_dataset
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from hermes_exp.added_keys import check
-from hermes_exp.cli import config_dir, register_resolvers
+from hermes_exp.cli.added_keys import check
+from hermes_exp.settings.paths import config_dir, register_resolvers
 from hermes_exp.errors import ConfigError
 
 

@@ -179,6 +179,21 @@ def test_private_addresses_blocked_unless_trusted(chromium: Chromium, app: WebAp
         trusting.close()
 
 
+def test_trust_is_by_origin_not_by_prefix(chromium: Chromium, app: WebApp) -> None:
+    """`http://TRUSTED@other/` names `other` (TRUSTED is its user name): it must not pass for the trusted server."""
+    trusting = BrowserSession(chromium, UrlPolicy(block_private=True, trusted=[app.url]))
+    try:
+        with WebApp() as other:
+            smuggled = app.url + "@" + other.url.removeprefix("http://") + "/"
+            with pytest.raises(ToolError, match="private/local address"):
+                trusting.call("browser_navigate", {"url": smuggled})
+            with pytest.raises(ToolError, match="private/local address"):  # another port of the trusted host
+                trusting.call("browser_navigate", {"url": other.url + "/"})
+        assert trusting.call("browser_navigate", {"url": app.url + "/"})["title"] == "Sign up"
+    finally:
+        trusting.close()
+
+
 def test_bad_calls_are_tool_errors(session: BrowserSession, app: WebApp) -> None:
     with pytest.raises(ToolError, match="browser_navigate first"):
         session.call("browser_click", {"ref": "@e1"})

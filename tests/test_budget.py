@@ -14,10 +14,10 @@ import pytest
 from conftest import request_count, run_cli, write_dataset
 from test_providers import settings_for
 
-from hermes_exp.agent.checks import check_config
-from hermes_exp.budget import Budget
+from hermes_exp.model.checks import check_config
+from hermes_exp.money.budget import Budget
 from hermes_exp.errors import BudgetExhausted, ConfigError
-from hermes_exp.mock_server import MockServer
+from hermes_exp.mock.server import MockServer
 
 # USD per 1M tokens: high, so that a mock conversation costs whole cents and the budget bites quickly.
 PRICED = ["model.pricing.prompt=1000", "model.pricing.completion=1000", "model.sampling.max_tokens=400"]

@@ -16,9 +16,9 @@ import pytest
 from conftest import read_jsonl, request_count, run_cli, write_dataset
 from test_budget import PRICED
 
-from hermes_exp.cost import estimate_prompt_tokens
-from hermes_exp.mock_model import tokens
-from hermes_exp.mock_server import MockServer
+from hermes_exp.money.cost import estimate_prompt_tokens
+from hermes_exp.mock.model import tokens
+from hermes_exp.mock.server import MockServer
 
 PRICE = 1000 / 1e6  # PRICED: USD per token, prompt and completion alike
 

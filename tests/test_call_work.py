@@ -8,8 +8,8 @@ import json
 import threading
 from typing import Any
 
-from hermes_exp.agent import encode as enc
-from hermes_exp.agent import model
+from hermes_exp.model import encode as enc
+from hermes_exp.model import client as model
 
 
 def whole(body: dict) -> bytes:

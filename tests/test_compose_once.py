@@ -1,4 +1,4 @@
-"""A run invocation composes its config once (hermes_exp/compose_once.py), and every way of choosing the
+"""A run invocation composes its config once (hermes_exp/cli/compose_once.py), and every way of choosing the
 mode (-m, a hydra.mode override, a config that sets it) ends exactly as Hydra's own two compositions do:
 each case is run through hydra.main twice, with and without the hook, and compared job by job."""
 
@@ -15,8 +15,8 @@ import pytest
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
-from hermes_exp.cli import config_dir, register_resolvers
-from hermes_exp.compose_once import Composes, composed_once, hookable
+from hermes_exp.settings.paths import config_dir, register_resolvers
+from hermes_exp.cli.compose_once import Composes, composed_once, hookable
 
 CONFIG = """\
 defaults:
@@ -72,7 +72,7 @@ def _same_both_ways(conf: Path, argv: list[str]) -> tuple[list[dict[str, Any]], 
 
 
 def test_hydra_is_the_version_the_hook_was_written_for():
-    assert hookable(), "hydra-core's ConfigLoaderImpl.load_configuration changed: review hermes_exp/compose_once.py"
+    assert hookable(), "hydra-core's ConfigLoaderImpl.load_configuration changed: review hermes_exp/cli/compose_once.py"
 
 
 @pytest.mark.parametrize("argv", [[], ["a=5", "db=pg", "+x=1", "~b"], ["hydra.mode=null"], ["hydra.job.name=j"]])

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import read_jsonl, request_count, run_cli, write_dataset
 
-from hermes_exp.mock_server import MockServer
+from hermes_exp.mock.server import MockServer
 
 PROMPTS = [
     "RUN: echo start\nRUN: seq 1 400\nRUN: seq 400 800\nRUN: seq 800 1200\nRUN: echo end\nReport.",
@@ -151,3 +151,23 @@ def test_the_plan_never_cuts_between_a_call_and_its_response() -> None:
             # just enough: it fits with the summary, or it is the whole middle (the guards decide then)
             assert sum(counts) - region.tokens + 8 <= target or region.until == middle(turns, keep_last)[1]
     assert planned > 20
+
+
+def test_a_fresh_compress_invocation_stores_short_rows_between_long_ones(tmp_path: Path) -> None:
+    """A user's `action=compress` on a finished run, in a process of its own: rows under the target
+    are stored while the rows after them are still being read (it once ended in "database table is
+    locked": sqlite-utils' upsert probes with CREATE/DROP TABLE while that read was open)."""
+    long_a, long_b = PROMPTS[0], PROMPTS[1]
+    rows = [long_a, "Say hi", long_b, "Say hello", long_a + " Again.", "Say bye"]
+    with MockServer() as server:
+        data = write_dataset(tmp_path / "p.jsonl", [{"prompt": p} for p in rows])
+        base = [f"dataset.path={data}", "run_name=fresh", f"model.base_url={server.base_url}",
+                "distribution=terminal_only", f"compress.tokenizer={train_tokenizer(tmp_path / 'tokenizer.json')}"]
+        assert run_cli(tmp_path, *base).returncode == 0
+        result = run_cli(tmp_path, *base, *COMPRESS, "action=compress")
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    out = read_jsonl(tmp_path / "outputs" / "fresh" / "trajectories.compressed.jsonl")
+    assert sorted(r["compression"]["status"] for r in out) == ["compressed"] * 3 + ["skipped"] * 3
+    metrics = json.loads((tmp_path / "outputs" / "fresh" / "compression_metrics.json").read_text())
+    assert (metrics["compressed"], metrics["skipped_under_target"], metrics["written"]) == (3, 3, 6)

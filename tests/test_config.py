@@ -12,10 +12,10 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf, open_dict
 from hydra.utils import instantiate
 
-from hermes_exp.cli import config_dir, register_resolvers
-from hermes_exp.distribution import validate
+from hermes_exp.settings.paths import config_dir, register_resolvers
+from hermes_exp.tools.distribution import validate
 from hermes_exp.errors import ConfigError
-from hermes_exp.settings import IDENTITY_KEYS, check, identity_hash, to_plain
+from hermes_exp.settings.resolved import IDENTITY_KEYS, check, identity_hash, to_plain
 from hermes_exp.agent.control import AGENTS
 from hermes_exp.verify.base import VerifyContext
 from hermes_exp.verify.registry import build

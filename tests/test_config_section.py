@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from hermes_exp.agent.cache import CacheControl
+from hermes_exp.model.cache import CacheControl
 from hermes_exp.agent.limits import TaskLimits
-from hermes_exp.agent.ratelimit import Limits
-from hermes_exp.agent.retry import RetryPolicy
-from hermes_exp.agent.wire import Interop, reasoning, routing, sampling
-from hermes_exp.budget import BudgetLimits
+from hermes_exp.model.ratelimit import Limits
+from hermes_exp.model.retry import RetryPolicy
+from hermes_exp.model.wire import Interop, reasoning, routing, sampling
+from hermes_exp.money.budget import BudgetLimits
 from hermes_exp.compress.config import CompressSettings
-from hermes_exp.config_section import Section, choice
-from hermes_exp.cost import Pricing
+from hermes_exp.settings.sections import Section, choice
+from hermes_exp.money.cost import Pricing
 from hermes_exp.errors import ConfigError
 from hermes_exp.tools.mcp_client import ServerSpec
 

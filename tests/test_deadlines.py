@@ -13,7 +13,7 @@ import pytest
 from httpd import accept_forever
 from test_providers import TOOLS, settings_for
 
-from hermes_exp.agent.model import ModelClient
+from hermes_exp.model.client import ModelClient
 from hermes_exp.errors import ProviderError
 
 ANSWER = {"id": "x", "object": "chat.completion", "model": "mock", "created": 0,

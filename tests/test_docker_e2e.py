@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from conftest import done_rows, read_jsonl, run_cli, write_dataset
 
-from hermes_exp.mock_server import MockServer
+from hermes_exp.mock.server import MockServer
 from hermes_exp.sandbox.docker import RUN_LABEL
 from tests.sandbox.conftest import IMAGE, IMAGE2, docker_problem, need_runtime, unavailable
 

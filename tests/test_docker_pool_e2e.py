@@ -14,7 +14,7 @@ import pytest
 from conftest import done_rows, read_jsonl, run_cli, write_dataset
 from test_docker_e2e import containers_of, docker_args, engine, reap, run_id  # noqa: F401 (fixtures)
 
-from hermes_exp.mock_server import MockServer
+from hermes_exp.mock.server import MockServer
 from hermes_exp.sandbox.docker import RUN_LABEL, TASK_LABEL
 from hermes_exp.sandbox.docker_pool import POOL_KEY
 

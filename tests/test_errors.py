@@ -94,9 +94,10 @@ def test_docker_engine_down_is_one_clear_error(tmp_path: Path) -> None:
     assert result.stderr.count("cannot reach the Docker engine") == 1
 
 
-def test_unknown_config_option_gets_hydras_message(tmp_path: Path) -> None:
-    result = run_cli(tmp_path, "max_turn=5")
-    _fails(result, "Could not override 'max_turn'", "Key 'max_turn' is not in struct")
+def test_unknown_config_key_says_which_it_meant(tmp_path: Path) -> None:
+    result = run_cli(tmp_path, "max_turn=5")  # more cases: tests/test_cli_errors.py
+    _fails(result, "max_turn is not a setting of the config: did you mean max_turns?", "fix: max_turns=5")
+    assert result.returncode == 2
 
 
 def test_unknown_output_format(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The model client's HTTP exchange (the SDK's aiohttp client, agent/transport.py) against a real loopback
+"""The model client's HTTP exchange (the SDK's aiohttp client, model/transport.py) against a real loopback
 server that answers in the ways servers do: kept-alive, `Connection: close`, closing an idle kept-alive connection, chunked
 and gzip-encoded bodies, HTTP/1.0, a body ended by the connection's end, a `100 Continue` first, a
 redirect. Every call gets its answer, over as few connections as the server allows; what is not HTTP
@@ -18,7 +18,7 @@ import pytest
 from test_deadlines import ANSWER
 from test_providers import TOOLS, settings_for
 
-from hermes_exp.agent.model import ModelClient
+from hermes_exp.model.client import ModelClient
 from hermes_exp.errors import ProviderError
 
 BODY = json.dumps(ANSWER).encode()

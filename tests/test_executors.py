@@ -33,7 +33,7 @@ def test_executor_runs_every_task_once(executor: str, tmp_path: Path, mock_serve
 def test_a_bad_executor_value_names_its_key(target: str, values: dict, says: str) -> None:
     """Refused by the constructor (which the CLI's instantiation turns into exit 2 with the fix), not
     joblib's "n_jobs == 0 in Parallel has no meaning" or int()'s traceback halfway into a run."""
-    import hermes_exp.executor as executors
+    import hermes_exp.executor.backends as executors
     from hermes_exp.errors import ConfigError
 
     with pytest.raises(ConfigError) as err:

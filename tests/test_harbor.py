@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from conftest import run_cli
 
-from hermes_exp.inputs.harbor import HarborSource
-from hermes_exp.inputs.harbor_toml import TaskTomlError, read_task_toml
+from hermes_exp.dataset.readers.harbor import HarborSource
+from hermes_exp.dataset.readers.harbor_toml import TaskTomlError, read_task_toml
 from hermes_exp.sandbox.images import CONTEXT_LABEL, TAG_REPO
 from tests.sandbox.conftest import IMAGE, docker_problem, unavailable
 
@@ -168,7 +168,7 @@ def test_task_toml_mapping_and_reports(tmp_path: Path) -> None:
 
 
 def test_harbor_folder_detection_and_base(tmp_path: Path) -> None:
-    from hermes_exp.inputs import dataset_base_dir, open_source
+    from hermes_exp.dataset.readers import dataset_base_dir, open_source
 
     data = make_dataset(tmp_path / "tasks", "x")
     source = open_source({"path": str(data)})
@@ -224,7 +224,7 @@ def test_row_limits_narrow_the_runs() -> None:
 def test_build_slots_and_reward_option_leave_identities_alone() -> None:
     """sandbox.max_builds is how a run goes, not what it produces; the command verifier's identity
     is what it was before Harbor rows could ask for a reward file."""
-    from hermes_exp.settings import identity_hash
+    from hermes_exp.settings.resolved import identity_hash
     from hermes_exp.verify import registry
 
     base = {"sandbox": {"kind": "docker", "image": "x"}, "model": {"name": "m"}, "seed": 0}

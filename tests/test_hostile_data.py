@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import agent_bodies, done_rows, read_jsonl, run_cli, user_prompt, write_dataset
 
-from hermes_exp.mock_server import MockServer
+from hermes_exp.mock.server import MockServer
 
 
 def _clean_failure(result: subprocess.CompletedProcess, code: int, *needles: str) -> None:

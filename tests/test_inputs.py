@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import request_count, run_cli, write_dataset
 
-from hermes_exp.dataset import open_dataset, scan
+from hermes_exp.dataset.tasks import open_dataset, scan
 from hermes_exp.errors import ConfigError, DatasetError
 
 pa = pytest.importorskip("pyarrow")

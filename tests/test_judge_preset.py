@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from hermes_exp.cli import config_dir
+from hermes_exp.settings.paths import config_dir
 from hermes_exp.errors import ConfigError
-from hermes_exp.listing import compose_settings
+from hermes_exp.cli.listing import compose_settings
 from hermes_exp.verify.registry import effective, identity, load_options
 from tests.conftest import read_jsonl, run_cli, write_dataset
 

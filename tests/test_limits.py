@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import request_count, run_cli, write_dataset
 
-from hermes_exp.mock_server import MockServer
+from hermes_exp.mock.server import MockServer
 
 CASES = [  # mock server settings, run overrides, the stop reason, api calls it makes (None: some)
     ({"faults": {"script": ["ok", "length"]}}, [], "context_overflow", 2),

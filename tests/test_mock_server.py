@@ -19,7 +19,7 @@ import pytest
 from openai import OpenAI
 
 from hermes_exp.errors import ConfigError
-from hermes_exp.mock_server import MockServer
+from hermes_exp.mock.server import MockServer
 
 REPO = Path(__file__).resolve().parents[1]
 TOOL_NAMES = ["terminal", "read_file", "write_file", "patch", "search_files"]
@@ -239,7 +239,7 @@ def test_latency_and_stop_closes_pooled_connections() -> None:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_module_runs_as_a_process_and_stops_on_signal(sig: signal.Signals) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, "-m", "hermes_exp.mock_server", "--port", "0", "--latency-ms", "1"],
+    proc = subprocess.Popen([sys.executable, "-m", "hermes_exp.mock", "--port", "0", "--latency-ms", "1"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         base_url = proc.stdout.readline().strip()

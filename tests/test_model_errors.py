@@ -9,7 +9,7 @@ from pathlib import Path
 
 from conftest import request_count, run_cli, write_dataset
 
-from hermes_exp.mock_server import MockServer
+from hermes_exp.mock.server import MockServer
 
 
 def test_an_unusable_reply_is_error_class_model_and_is_retried_only_when_asked(tmp_path: Path) -> None:

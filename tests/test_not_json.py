@@ -11,7 +11,7 @@ from pathlib import Path
 from conftest import run_cli, write_dataset
 from test_providers import FAST_RETRY, TOOLS, client_for
 
-from hermes_exp.mock_server import MockServer
+from hermes_exp.mock.server import MockServer
 
 RETRY = [*FAST_RETRY, "model.retry.max_attempts=3"]
 

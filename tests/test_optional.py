@@ -15,7 +15,7 @@ from hermes_exp.errors import ConfigError, DatasetError, HermesExpError
 
 
 def _parquet_reader(tmp: Path) -> Any:
-    from hermes_exp.inputs.parquet import pyarrow_module
+    from hermes_exp.dataset.readers.parquet import pyarrow_module
 
     return pyarrow_module()
 
@@ -27,7 +27,7 @@ def _parquet_output(tmp: Path) -> Any:
 
 
 def _hf_reader(tmp: Path) -> Any:
-    from hermes_exp.inputs.hf import HfDiskSource
+    from hermes_exp.dataset.readers.hf import HfDiskSource
 
     return list(HfDiskSource(tmp, {}, None, None).rows())
 
@@ -46,7 +46,7 @@ def _tiktoken(tmp: Path) -> Any:
 
 
 def _dask(tmp: Path) -> Any:
-    from hermes_exp.executor import DaskExecutor
+    from hermes_exp.executor.backends import DaskExecutor
 
     return DaskExecutor().cluster()
 

@@ -26,7 +26,7 @@ def test_wheel_runs_the_demo_outside_the_checkout(tmp_path: Path) -> None:
     work = tmp_path / "elsewhere"
     work.mkdir()
     env = {**os.environ, "PYTHONPATH": str(site)}
-    where = subprocess.run([sys.executable, "-c", "import hermes_exp.cli as c; print(c.__file__, c.config_dir())"],
+    where = subprocess.run([sys.executable, "-c", "import hermes_exp.cli.app as c; print(c.__file__, c.config_dir())"],
                            cwd=work, env=env, capture_output=True, text=True, check=True)
     assert where.stdout.startswith(str(site)) and f"{site}/hermes_exp/conf" in where.stdout
     result = subprocess.run([sys.executable, "-m", "hermes_exp.cli", "sandbox=local"], cwd=work, env=env,

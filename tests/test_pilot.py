@@ -24,6 +24,7 @@ def test_pilot_runs_k_spread_tasks_projects_and_the_next_run_does_the_rest(tmp_p
     record = tmp_path / "requests.jsonl"
     first = run_cli(tmp_path, *args, "pilot=4")
     assert first.returncode == 0, first.stderr
+    assert "] 4/4 " in first.stderr and "finished earlier" not in first.stderr  # nothing ran before it
     assert set(_prompts(record)) == {f"Pilot task {i}" for i in (0, 10, 20, 30)}  # spread evenly
     proj = json.loads((tmp_path / "outputs" / "pil" / "pilot.json").read_text())
     assert proj["pilot_tasks"] == proj["settled"] == 4 and proj["tasks"] == 40 and proj["mean_cost_usd"] > 0
@@ -32,7 +33,7 @@ def test_pilot_runs_k_spread_tasks_projects_and_the_next_run_does_the_rest(tmp_p
     assert f"projection for all 40 tasks of this run: ${proj['projected_cost_usd']:.4f}" in first.stderr
 
     again = run_cli(tmp_path, *args, "pilot=4")  # the same pilot again: nothing runs, the same projection
-    assert again.returncode == 0 and "nothing to run" in again.stderr
+    assert again.returncode == 0 and "nothing to run: all 4 pilot tasks are settled" in again.stderr
     assert json.loads((tmp_path / "outputs" / "pil" / "pilot.json").read_text()) == proj
 
     before = _prompts(record)

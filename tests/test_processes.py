@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import done_rows, run_cli, write_dataset
 
-from hermes_exp.mock_server import MockServer
-from hermes_exp.runlock import RunLock
+from hermes_exp.mock.server import MockServer
+from hermes_exp.run.lock import RunLock
 from hermes_exp.sandbox import grouplog
 
 
@@ -155,5 +155,5 @@ def test_status_files_of_killed_invocations_do_not_pile_up(tmp_path: Path) -> No
     os.killpg(proc.pid, signal.SIGKILL) if os.getpgid(proc.pid) == proc.pid else proc.kill()
     proc.communicate(timeout=30)
     assert list(tmp.glob(f"hermes-exp-status-{proc.pid}-*"))  # SIGKILL: nobody could remove it
-    assert run_cli(tmp_path, "--help", env={"TMPDIR": str(tmp)}).returncode == 0
+    assert run_cli(tmp_path, "--cfg", "job", env={"TMPDIR": str(tmp)}).returncode == 0  # --help answers before any of that
     assert not list(tmp.glob("hermes-exp-status-*"))

@@ -12,7 +12,7 @@ import pytest
 from conftest import read_jsonl, run_cli, write_dataset
 from test_budget import PRICED
 
-from hermes_exp.mock_server import MockServer
+from hermes_exp.mock.server import MockServer
 
 
 def progress_lines(stderr: str) -> list[str]:

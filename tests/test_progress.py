@@ -13,7 +13,7 @@ import time
 
 from rich.file_proxy import FileProxy
 
-from hermes_exp.progress import Progress
+from hermes_exp.run.progress import Progress
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 

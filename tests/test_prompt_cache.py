@@ -11,10 +11,10 @@ import pytest
 from conftest import agent_bodies, read_jsonl, run_cli, write_dataset
 from test_config import _compose
 
-from hermes_exp.agent.cache import CacheControl
-from hermes_exp.cost import Pricing
+from hermes_exp.model.cache import CacheControl
+from hermes_exp.money.cost import Pricing
 from hermes_exp.errors import ConfigError
-from hermes_exp.settings import to_plain
+from hermes_exp.settings.resolved import to_plain
 
 PRICED = ["model.pricing.prompt=3", "model.pricing.completion=15", "model.pricing.cached_prompt=0.3",
           "model.pricing.cache_write=3.75"]

@@ -12,13 +12,13 @@ from conftest import read_jsonl, run_cli, write_dataset
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
-from hermes_exp.agent.checks import check_config
-from hermes_exp.agent.model import ModelClient
-from hermes_exp.agent.ratelimit import Limits, RateLimiter
-from hermes_exp.cli import config_dir, register_resolvers
+from hermes_exp.model.checks import check_config
+from hermes_exp.model.client import ModelClient
+from hermes_exp.model.ratelimit import Limits, RateLimiter
+from hermes_exp.settings.paths import config_dir, register_resolvers
 from hermes_exp.errors import ConfigError, ProviderError
-from hermes_exp.mock_server import MockServer
-from hermes_exp.settings import to_plain
+from hermes_exp.mock.server import MockServer
+from hermes_exp.settings.resolved import to_plain
 
 TOOLS = [{"type": "function", "function": {"name": "terminal", "description": "run a command",
                                            "parameters": {"type": "object", "properties": {}}}}]

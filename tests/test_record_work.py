@@ -94,8 +94,8 @@ def test_the_heap_of_before_the_dispatch_is_frozen_while_tasks_run_and_thawed_af
 
     from test_providers import settings_for
 
-    from hermes_exp import run as run_mod
-    from hermes_exp import worker
+    from hermes_exp.run import invocation as run_mod
+    from hermes_exp.worker import task as worker
 
     data = tmp_path / "prompts.jsonl"
     data.write_text("".join(json.dumps({"prompt": f"count the words {i}"}) + "\n" for i in range(3)))

@@ -18,7 +18,7 @@ from httpd import accept_forever
 from test_deadlines import ANSWER
 from test_providers import FAST_RETRY, TOOLS, settings_for
 
-from hermes_exp.agent.model import ModelClient
+from hermes_exp.model.client import ModelClient
 
 BIG = 200_000  # characters of one message: no other block the agent's code holds is this large
 

@@ -17,8 +17,8 @@ import pytest
 from conftest import (agent_bodies, agent_request_count, done_rows, read_jsonl, request_count, run_cli,
                       user_prompt, write_dataset)
 
-from hermes_exp.mock_server import MockServer
-from hermes_exp.runlock import RunLock
+from hermes_exp.mock.server import MockServer
+from hermes_exp.run.lock import RunLock
 
 
 def _start(cwd: Path, *args: str) -> subprocess.Popen:

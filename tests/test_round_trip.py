@@ -11,8 +11,8 @@ from conftest import agent_bodies, run_cli, write_dataset
 from omegaconf import OmegaConf
 
 from hermes_exp.agent.loop import as_sent
-from hermes_exp.agent.model import ModelClient
-from hermes_exp.mock_server import MockServer
+from hermes_exp.model.client import ModelClient
+from hermes_exp.mock.server import MockServer
 from hermes_exp.store.ledger import Ledger
 
 PREFILL = [{"role": "user", "content": "PREFILL-Q"}, {"role": "assistant", "content": "PREFILL-A"}]

@@ -10,7 +10,7 @@ import pytest
 from conftest import request_count, run_cli, write_dataset
 
 from hermes_exp.errors import ConfigError
-from hermes_exp.run_options import check
+from hermes_exp.settings.run_options import check
 
 BASE = {"dataset": {"skip_invalid": False}, "agent": {"kind": "oracle", "timeout_seconds": 600}, "seed": 0, "setup_timeout": 300, "resume": {"redo_filtered": False, "redo_all": False, "new_identity": False,
                                                     "task_attempts": 2, "grace_seconds": 10},

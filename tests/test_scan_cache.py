@@ -10,9 +10,9 @@ from pathlib import Path
 
 from conftest import run_cli, write_dataset
 
-from hermes_exp.dataset import open_dataset
-from hermes_exp.scan_cache import NAME, ScanCache, cache_key
-from hermes_exp.selection import Selection, from_settings, scan_selected
+from hermes_exp.dataset.tasks import open_dataset
+from hermes_exp.run.scan_cache import NAME, ScanCache, cache_key
+from hermes_exp.dataset.selection import Selection, from_settings, scan_selected
 
 SETTINGS = {"dataset": {"path": "x"}, "model": {"name": "m"}}
 
@@ -119,8 +119,8 @@ def test_cli_resume_after_a_same_size_edit_runs_the_edited_row(tmp_path: Path, m
 def test_the_cache_signature_and_the_run_stamp_read_one_stat(tmp_path: Path) -> None:
     """A file: the cache's signature and the stamp `changed_since` compares agree. A folder (Harbor
     tasks, a saved dataset): never cached, and still stamped, so adding a task folder is noticed."""
-    from hermes_exp.dataset import changed_since, source_stamp
-    from hermes_exp.scan_cache import file_signature
+    from hermes_exp.dataset.tasks import changed_since, source_stamp
+    from hermes_exp.run.scan_cache import file_signature
 
     data = write_dataset(tmp_path / "p.jsonl", [{"prompt": "task A"}])
     _age(data, 60)

@@ -1,13 +1,11 @@
-"""The public APIs of openai and aiohttp that the model client relies on (agent/transport.py,
-agent/model.py), each named: when a release changes one, this fails saying which, before any run does."""
+"""The public APIs of openai and aiohttp that the model client relies on (model/transport.py,
+model/client.py), each named: when a release changes one, this fails saying which, before any run does."""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
 import json
-import subprocess
-import sys
 import threading
 import tomllib
 from collections.abc import Iterator
@@ -21,7 +19,7 @@ import openai
 from httpd import QuietHandler
 from test_deadlines import ANSWER
 
-from hermes_exp.agent.transport import Transport
+from hermes_exp.model.transport import Transport
 
 PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
 
@@ -89,11 +87,3 @@ def test_an_error_status_raises_the_sdks_status_error_with_its_headers(transport
     assert isinstance(error, openai.APIStatusError) and error.status_code == 429
     assert error.response.headers.get("retry-after") == "2" and "slow down" in error.message
 
-
-def test_the_legacy_httpx_the_sdk_looks_up_per_request_is_imported_whole_before_any_call() -> None:
-    """openai reads sys.modules["httpx"] on every request from the loop's thread: a web tool's lazy import of
-    httpx in a session thread made calls fail on a half-initialised module (seen in the demo run)."""
-    code = ("import sys; from hermes_exp.agent.transport import Transport; "
-            "print('httpx' in sys.modules and hasattr(sys.modules['httpx'], 'Timeout'))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.stdout.strip() == "True", done.stderr

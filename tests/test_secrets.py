@@ -14,8 +14,8 @@ import pytest
 from conftest import read_jsonl, run_cli, write_dataset
 from test_providers import FAST_RETRY
 
-from hermes_exp.mock_server import MockServer
-from hermes_exp.redact import Redactor
+from hermes_exp.mock.server import MockServer
+from hermes_exp.settings.redact import Redactor
 
 KEY = "hx-fake-key-TOPSECRET-7f3a9c1e5b"  # made up; not shaped like a real provider key
 ENV = {"OPENROUTER_API_KEY": KEY}
@@ -89,7 +89,7 @@ def test_redactor_forms_and_short_values() -> None:
 
 
 def test_wiped_environ_block_still_reaches_child_processes(tmp_path: Path) -> None:
-    script = ("import os, subprocess; from hermes_exp.redact import wipe_environ_block\n"
+    script = ("import os, subprocess; from hermes_exp.settings.redact import wipe_environ_block\n"
               "assert wipe_environ_block(['HX_SECRET'])\n"
               "print(b'HX_SECRET=s3cr3t-value' in open('/proc/self/environ', 'rb').read())\n"
               "print(subprocess.run(['sh', '-c', 'echo $HX_SECRET'], capture_output=True, text=True).stdout.strip())\n"
@@ -115,7 +115,7 @@ LITERAL = "sk-proj-" + "hxFAKEliteral0123456789abcdef"  # shaped like an OpenAI 
 ])
 def test_a_secret_given_as_a_value_is_refused_and_never_shown(override: str, says: str) -> None:
     from hermes_exp.errors import ConfigError
-    from hermes_exp.secret_guard import check_overrides
+    from hermes_exp.settings.secrets import check_overrides
 
     with pytest.raises(ConfigError) as err:
         check_overrides(["-m", override])
@@ -131,7 +131,7 @@ def test_a_secret_given_as_a_value_is_refused_and_never_shown(override: str, say
     "model.name=openai/gpt-4o", "~model.pricing", "model=sonnet,gpt4o", "max_turns=5",
 ])
 def test_names_paths_and_ordinary_values_pass(override: str) -> None:
-    from hermes_exp.secret_guard import check_overrides
+    from hermes_exp.settings.secrets import check_overrides
 
     check_overrides([override])
 

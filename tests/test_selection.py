@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from conftest import agent_bodies, read_jsonl, run_cli, user_prompt, write_dataset
 
-from hermes_exp.dataset import open_dataset, scan
+from hermes_exp.dataset.tasks import open_dataset, scan
 from hermes_exp.errors import ConfigError, DatasetError
-from hermes_exp.selection import from_settings, scan_selected
+from hermes_exp.dataset.selection import from_settings, scan_selected
 
 IDENTITY = "id1:test"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from conftest import run_cli, write_dataset
 from test_scan_cache import _age, aged_run
 
-from hermes_exp.plan import SETTLED
+from hermes_exp.run.plan import SETTLED
 from hermes_exp.store.ledger import Ledger
 from hermes_exp.store.rows import ledger_row
 

@@ -16,10 +16,10 @@ import pytest
 from conftest import write_dataset
 from test_scan_cache import _age, aged_run
 
-from hermes_exp.cli import config_dir
+from hermes_exp.settings.paths import config_dir
 from hermes_exp.errors import ConfigError
-from hermes_exp.listing import compose_settings
-from hermes_exp.prepare import Prepared
+from hermes_exp.cli.listing import compose_settings
+from hermes_exp.run.prepare import Prepared
 
 BUILT = ("asyncio", "ssl", "hermes_exp.tools.readiness", "hermes_exp.tools.terminal", "hermes_exp.tools.browser")
 # Runs the CLI and says which of BUILT it imported (atexit: after its sys.exit).
@@ -28,7 +28,7 @@ import atexit, json, os, runpy, sys
 atexit.register(lambda: open(os.environ["HX_IMPORTED"], "w").write(json.dumps(
     [m for m in %r if m in sys.modules])))
 sys.argv = ["hermes-exp", *sys.argv[1:]]
-runpy.run_module("hermes_exp.cli", run_name="__main__")
+runpy.run_module("hermes_exp.cli.app", run_name="__main__")
 """ % (BUILT,)
 # A real (not mock) model: each toolset it can draw must be usable. image_gen needs the key its
 # api_key_env names; the variable's name and the endpoint are not the run's identity.
@@ -115,7 +115,7 @@ def test_work_found_under_the_lock_is_checked_before_it_runs(tmp_path: Path, moc
         with sqlite3.connect(db) as conn:
             conn.execute("UPDATE tasks SET state = 'error', error_class = 'provider' WHERE prompt_index = 1")
 
-    from hermes_exp.run import run
+    from hermes_exp.run.invocation import run
 
     invocations = _invocations(db)
     with pytest.raises(ConfigError, match=f"export {IMAGE_KEY}"):
@@ -159,7 +159,7 @@ def test_a_settled_no_op_starts_no_mcp_server_and_work_found_late_starts_them(
         with sqlite3.connect(out / "ledger.db") as conn:
             conn.execute("UPDATE tasks SET state = 'error', error_class = 'provider' WHERE prompt_index = 1")
 
-    from hermes_exp.run import run
+    from hermes_exp.run.invocation import run
 
     assert run(settings, on_locked=another_invocation_writes) == 0
     assert _starts(starts) >= started + 2  # discovered under the lock, then used by the re-run task

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from conftest import write_dataset
 
-from hermes_exp.dataset import Slot, open_dataset, scan, task_key
-from hermes_exp.scan_cache import _write_slots
-from hermes_exp.slots import RowOffsets, SlotList
+from hermes_exp.dataset.tasks import Slot, open_dataset, scan, task_key
+from hermes_exp.run.scan_cache import _write_slots
+from hermes_exp.dataset.slots import RowOffsets, SlotList
 
 KEYS = [task_key({"prompt": "p"}, 0, "id"), "k1", "v1:" + "AB" * 16, "v1:" + "zz" * 16, "v1:" + "0" * 31, ""]
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_exp.dataset import Slot
-from hermes_exp.plan import ERROR_CLASSES, VERIFIER, outside, pending, to_reverify
+from hermes_exp.dataset.tasks import Slot
+from hermes_exp.run.plan import ERROR_CLASSES, VERIFIER, outside, pending, to_reverify
 from hermes_exp.store import planning
 from hermes_exp.store.ledger import Ledger
 

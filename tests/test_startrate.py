@@ -10,7 +10,7 @@ import pytest
 
 from hermes_exp.errors import ConfigError
 from hermes_exp.sandbox.startrate import StartRate
-from hermes_exp.settings import identity_hash
+from hermes_exp.settings.resolved import identity_hash
 
 
 class FakeClock:

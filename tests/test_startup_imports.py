@@ -12,7 +12,7 @@ HEAVY = ("asyncio", "ssl", "hermes_exp.tools.aloop", "hermes_exp.tools.mcp_clien
 
 READ_MCP_SETTINGS = """
 import json, sys
-import hermes_exp.cli, hermes_exp.run
+import hermes_exp.cli.app, hermes_exp.run.invocation
 from hermes_exp.tools import mcp
 conf = {"mcp": {"servers": {"calc": {"command": "calc-server", "args": ["stdio"], "env": {"T": "HX_T"}},
                             "web": {"url": "http://127.0.0.1:9/mcp"}}},

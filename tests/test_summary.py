@@ -71,3 +71,32 @@ def test_a_job_refused_before_it_ran_is_named_under_the_table(tmp_path: Path, mo
     summary = json.loads((tmp_path / "outputs" / "nr" / "summary.json").read_text())
     assert [j["job"] for j in summary["jobs"]] == ["provider.api_key_env=null"]
     assert summary["not_run"] == [{"job": "provider.api_key_env=HX_NO_KEY", "exit_code": 2}]
+
+
+def test_the_summary_of_an_outputs_folder_names_each_run_and_finds_nested_sweeps(tmp_path: Path, mock_server) -> None:
+    """`hermes-exp-report --summary outputs` over two runs and a -m sweep: a row per run, named by its path
+    and the settings that differ, with the values the runs used (it said `run_name=None` and
+    `samples_per_prompt=None`, and skipped the sweep's jobs without a word)."""
+    data = write_dataset(tmp_path / "p.jsonl", [{"prompt": f"Summary task {i}"} for i in range(2)])
+    common = [f"dataset.path={data}", f"model.base_url={mock_server.base_url}"]
+    runs = (["run_name=a"], ["run_name=b", "samples_per_prompt=2"], ["-m", "run_name=sw", "model.name=mock-a,mock-b"])
+    for args in runs:
+        result = run_cli(tmp_path, *args, *common)
+        assert result.returncode == 0, result.stderr
+    outputs = tmp_path / "outputs"
+    (outputs / "c").mkdir()
+    (outputs / "c" / "ledger.db").write_bytes((outputs / "a" / "ledger.db").read_bytes())  # never exported
+
+    proc = subprocess.run([sys.executable, "-m", "hermes_exp.report", "--summary", str(outputs)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    jobs = {j["job"]: j for j in json.loads((outputs / "summary.json").read_text())["jobs"]}
+    assert set(jobs) == {"a", "b", "sw/model.name=mock-a", "sw/model.name=mock-b"}
+    for name, job in jobs.items():
+        stats = json.loads((outputs / name / "statistics.json").read_text())
+        assert (job["tasks"], job["done"], job["failed"]) == (stats["total_prompts"], stats["kept"], stats["failed"])
+        assert job["overrides"] == {"samples_per_prompt": str(stats["samples_per_prompt"]), "model.name": stats["model"]}
+    assert jobs["b"]["overrides"]["samples_per_prompt"] == "2" and jobs["a"]["overrides"]["model.name"] == "mock"
+    assert "None" not in proc.stderr and "run_name=" not in proc.stderr
+    assert "│ b samples_per_prompt=2 " in proc.stderr  # the run, then what sets it apart
+    assert "skipped" in proc.stderr and "c: a ledger.db without statistics.json" in proc.stderr

@@ -12,8 +12,8 @@ import pytest
 from conftest import run_cli, write_dataset
 from test_budget import PRICED
 
-from hermes_exp.budget import Budget
-from hermes_exp.sweep_budget import Budgets, SweepBudget, SweepBudgetExhausted
+from hermes_exp.money.budget import Budget
+from hermes_exp.money.sweep_budget import Budgets, SweepBudget, SweepBudgetExhausted
 
 
 def test_two_jobs_share_one_booking(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_exp.executor import JoblibExecutor
+from hermes_exp.executor.backends import JoblibExecutor
 
 
 def _reading(n: int, read: list[int]) -> Iterator[int]:
@@ -116,7 +116,7 @@ def test_threads_are_started_while_tasks_wait_up_to_n_jobs(pre_dispatch: str) ->
 def test_a_run_resumed_for_3_tasks_with_256_workers_starts_at_most_3_session_threads(tmp_path: Path) -> None:
     from test_providers import settings_for
 
-    from hermes_exp import run as run_mod
+    from hermes_exp.run import invocation as run_mod
 
     data = tmp_path / "prompts.jsonl"
     data.write_text("".join(json.dumps({"prompt": f"count the words {i}"}) + "\n" for i in range(6)))

@@ -12,8 +12,8 @@ from conftest import known_tools, read_jsonl, request_count, run_cli, write_data
 from webfixtures import web_server
 
 import hermes_exp
-from hermes_exp.cli import config_dir
-from hermes_exp.listing import compose_settings
+from hermes_exp.settings.paths import config_dir
+from hermes_exp.cli.listing import compose_settings
 from hermes_exp.tools.registry import Registry
 
 

@@ -14,7 +14,7 @@ from httpd import QuietHandler
 from test_deadlines import ANSWER
 from test_providers import TOOLS, settings_for
 
-from hermes_exp.agent.model import ModelClient
+from hermes_exp.model.client import ModelClient
 
 CONTENT = ANSWER["choices"][0]["message"]["content"]
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_exp.dataset import task_key
-from hermes_exp.distribution import draw
+from hermes_exp.dataset.tasks import task_key
+from hermes_exp.tools.distribution import draw
 from hermes_exp.errors import ToolError
 from hermes_exp.sandbox.base import TRUNCATION_MARKER, confine, truncate
 from hermes_exp.sandbox.local import LocalSandboxFactory

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from hermes_exp.cli import config_dir
+from hermes_exp.settings.paths import config_dir
 from hermes_exp.verify.registry import NONE, _reachable, load_options
 from test_config import _compose
-from hermes_exp.settings import to_plain
+from hermes_exp.settings.resolved import to_plain
 
 
 def _against_everything(settings: dict[str, Any], conf: Path) -> dict[str, Any]:

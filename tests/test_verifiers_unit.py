@@ -11,8 +11,8 @@ from hermes_exp.verify.answer import AnswerVerifier
 from hermes_exp.verify.base import VerifierFailed, VerifyContext, final_answer
 from hermes_exp.verify.checks import ChecksVerifier, check_spec
 from hermes_exp.verify.command import CommandVerifier
-from hermes_exp.verify.files import archive_workdir, put_files, restore_workdir
-from hermes_exp.verify.metrics import VerifyStats, mean_ci
+from hermes_exp.sandbox.files import archive_workdir, put_files, restore_workdir
+from hermes_exp.store.metrics import VerifyStats, mean_ci
 from hermes_exp.verify.registry import effective, identity
 from hermes_exp.verify.scoring import Plan, run_plan
 

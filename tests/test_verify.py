@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import read_jsonl, request_count, run_cli, write_dataset
 
-from hermes_exp.verify.metrics import pass_at_k, pass_hat_k
+from hermes_exp.store.metrics import pass_at_k, pass_hat_k
 from tests.sandbox.conftest import IMAGE, docker_problem, unavailable
 from hermes_exp.sandbox.auto import bwrap_works
 
@@ -372,3 +372,36 @@ def test_a_judge_model_given_in_part_is_refused_before_any_work(tmp_path: Path, 
     for needle in needles:
         assert needle in result.stderr
     assert not (tmp_path / "outputs" / "jm" / "ledger.db").exists()
+
+
+def test_max_tool_errors_counts_a_command_that_exited_non_zero(tmp_path: Path, mock_server) -> None:
+    """`checks.max_tool_errors`: a terminal command that exits non-zero is a tool error for this check
+    (the tool ran, the command failed), as is a tool that reported an error."""
+    checks = {"tool_called": "terminal", "max_tool_errors": 0}
+    rows = [{"prompt": "RUN: exit 1\nDone", "checks": checks, "verifier": "checks"},
+            {"prompt": "RUN: true\nDone", "checks": checks, "verifier": "checks"}]
+    data = write_dataset(tmp_path / "t.jsonl", rows)
+    result = run_cli(tmp_path, f"dataset.path={data}", "run_name=te", "sandbox=local", "filters=none",
+                     "distribution=terminal_only", f"model.base_url={mock_server.base_url}")
+    assert result.returncode == 0, result.stderr
+    out = {r["prompt_index"]: r for r in read_jsonl(tmp_path / "outputs" / "te" / "trajectories.jsonl")}
+    tool_turns = [t["value"] for t in out[0]["conversations"] if t["from"] == "tool"]
+    assert len(tool_turns) == 1 and '"exit_code": 1' in tool_turns[0]  # the command ran and exited 1
+    assert (out[0]["reward"], out[0]["passed"]) == (0.5, False)
+    assert (out[1]["reward"], out[1]["passed"]) == (1.0, True)
+
+
+def test_the_mock_judge_checks_the_answer_and_fails_when_it_has_nothing_to_check(tmp_path: Path, mock_server) -> None:
+    """The offline judge grades honestly: with no quoted phrase in the rubric it checks the final answer
+    against the row's `expected`, and with neither it fails the sample rather than pass anything."""
+    judged = {"verifier": "judge", "rubric": "The answer is correct."}
+    rows = [{"prompt": "What is 7*8?\nANSWER: 54", "expected": "56", **judged},
+            {"prompt": "What is 7*8?\nANSWER: 56", "expected": "56", **judged},
+            {"prompt": "What is 7*8?\nANSWER: 560", "expected": ["56", "fifty-six"], **judged},
+            {"prompt": "What is 7*8?\nANSWER: 54", **judged}]
+    data = write_dataset(tmp_path / "m.jsonl", rows)
+    result = run_cli(tmp_path, f"dataset.path={data}", "run_name=mj", "sandbox=local", "filters=none",
+                     f"model.base_url={mock_server.base_url}")
+    assert result.returncode == 0, result.stderr
+    out = sorted(read_jsonl(tmp_path / "outputs" / "mj" / "trajectories.jsonl"), key=lambda r: r["prompt_index"])
+    assert [(r["reward"], r["passed"]) for r in out] == [(0.0, False), (1.0, True), (0.0, False), (0.0, False)]

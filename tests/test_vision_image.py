@@ -11,7 +11,7 @@ import pytest
 from conftest import read_jsonl, run_cli, write_dataset
 from webfixtures import IMAGE, web_server
 
-from hermes_exp.mock_server import MockServer
+from hermes_exp.mock.server import MockServer
 from hermes_exp.sandbox.local import LocalSandboxFactory
 from hermes_exp.tools.base import Resources
 from hermes_exp.tools.image_gen import ImageGenerate

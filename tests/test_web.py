@@ -89,6 +89,17 @@ def test_extract_refuses_private_addresses_unless_allowed(server, box) -> None:
     assert allowed["error"] is None
 
 
+def test_the_allowed_origin_is_compared_whole(server, box) -> None:
+    """`http://ALLOWED@other/` names `other` (ALLOWED is its user name); so trust is by origin, never by prefix."""
+    toolbox = box(WebExtract(timeout=2), services=server.root)
+    with web_server() as other:
+        smuggled = server.root + "@" + other.root.removeprefix("http://") + "/article.html"
+        assert "private or local address" in call(toolbox, "web_extract", urls=[smuggled])["error"]
+        assert "private or local address" in call(toolbox, "web_extract", urls=[other.root + "/article.html"])["error"]
+    bad_port = call(toolbox, "web_extract", urls=["http://127.0.0.1:99999/"])["error"]
+    assert "port from 1 to 65535" in bad_port
+
+
 def test_bad_arguments_are_tool_errors(box) -> None:
     toolbox = box(extract(max_urls=2), WebSearch("searxng", {"searxng": SearXNG(url="http://127.0.0.1:9/s")}))
     assert "non-empty list" in call(toolbox, "web_extract", urls=[])["error"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from hermes_exp.agent.encode import body_bytes
-from hermes_exp.cost import CHARS_PER_TOKEN, estimate_prompt_tokens
+from hermes_exp.model.encode import body_bytes
+from hermes_exp.money.cost import CHARS_PER_TOKEN, estimate_prompt_tokens
 
 TOOLS = [{"type": "function", "function": {"name": "terminal", "description": "run a command — in the sandbox",
                                            "parameters": {"type": "object", "properties": {"c": {"type": "string"}}}}}]
@@ -41,7 +41,7 @@ def test_the_clients_encoding_matches_whole_serialisation_as_the_conversation_gr
     """encode() reuses each message's serialisation across a thread's calls: a message replaced by an
     equal copy, a changed copy (null content sent as ""), a new tool list or a new conversation must
     still give the whole body's bytes and estimate."""
-    from hermes_exp.agent.encode import encode
+    from hermes_exp.model.encode import encode
 
     conversation = [{"role": "system", "content": "be brief ✓"}, {"role": "user", "content": "héllo 你好"}]
     bodies = []
@@ -66,7 +66,7 @@ def test_a_thread_holds_no_piece_of_a_conversation_once_it_has_forgotten_it() ->
     import gc
     import weakref
 
-    from hermes_exp.agent.encode import encode, forget
+    from hermes_exp.model.encode import encode, forget
 
     message = Message(role="user", content="hi")
     watched = weakref.ref(message)
@@ -81,9 +81,9 @@ def test_a_thread_holds_no_piece_of_a_conversation_once_it_has_forgotten_it() ->
 def test_the_agent_loop_forgets_its_conversation_when_it_ends(mock_server, tmp_path) -> None:
     from test_providers import settings_for
 
-    from hermes_exp.agent import encode
+    from hermes_exp.model import encode
     from hermes_exp.agent.loop import run_agent
-    from hermes_exp.agent.model import ModelClient
+    from hermes_exp.model.client import ModelClient
     from hermes_exp.sandbox.local import LocalSandboxFactory
     from hermes_exp.tools.base import Resources
     from hermes_exp.tools.registry import Registry
@@ -104,12 +104,12 @@ def test_the_agent_loop_forgets_its_conversation_when_it_ends(mock_server, tmp_p
 
 
 def test_a_draws_tool_list_is_one_object_serialised_once_for_every_thread_and_never_mixed_up() -> None:
-    """Registry.schemas gives every task of a draw the same list, and agent/encode.py serialises each
+    """Registry.schemas gives every task of a draw the same list, and model/encode.py serialises each
     list once for all threads: bodies stay those of whole serialisation, for any list, in any thread,
     after the shared cache has started again, and after a list is dropped and a new one built."""
     import threading
 
-    from hermes_exp.agent import encode as enc
+    from hermes_exp.model import encode as enc
     from hermes_exp.tools.files import FileTool
     from hermes_exp.tools.registry import Registry, Toolset
     from hermes_exp.tools.terminal import Terminal

@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from httpd import QuietHandler
 
-from hermes_exp.mock_services import png
+from hermes_exp.mock.services import png
 
 ARTICLE = ("<html><head><title>The Otter Page</title></head><body><nav>Home | About | Login</nav><main>"
            "<article><h1>River otters</h1><p>River otters are semiaquatic mammals that live along rivers and "

@@ -6,7 +6,7 @@ Row fields (the API a dataset adapter, e.g. Harbor task folders, builds on):
   solution:       str                      the shell command that solves the task (run in the workdir)
   solution_files: {path: content} | folder copied into the workdir only for agent=oracle
   solution_dir:   str                      where solution_files go instead (Harbor: "/solution", a
-                                           container path; hermes_exp/inputs/harbor.py)
+                                           container path; hermes_exp/dataset/readers/harbor.py)
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 from hermes_exp.agent.loop import Outcome
 from hermes_exp.sandbox.base import Sandbox
 from hermes_exp.stops import Stop
-from hermes_exp.verify.files import put_files
+from hermes_exp.sandbox.files import put_files
 
 AGENTS = ("model", "oracle", "nop")
 

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from hermes_exp.config_section import Section
+from hermes_exp.settings.sections import Section
 from hermes_exp.errors import ProviderError
 from hermes_exp.stops import Stop
 

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from hermes_exp.agent.encode import forget
+from hermes_exp.model.encode import forget
 from hermes_exp.agent.limits import TaskLimits, is_context_overflow, tokens_used
 from hermes_exp.errors import Cancelled, ModelError, ProviderError
 from hermes_exp.stops import Stop
@@ -15,7 +15,7 @@ from hermes_exp.tools.registry import is_failure
 from hermes_exp.tools.toolbox import Toolbox
 
 if TYPE_CHECKING:  # the client (and openai) are imported only by runs that call a model
-    from hermes_exp.agent.model import ModelClient, Reply
+    from hermes_exp.model.client import ModelClient, Reply
 
 # Stop a conversation whose model keeps calling tools that do not exist or with broken arguments.
 MAX_CONSECUTIVE_INVALID = 3

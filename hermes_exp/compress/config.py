@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from hermes_exp.config_section import Section
+from hermes_exp.settings.sections import Section
 from hermes_exp.errors import ConfigError
 
 VERSION = 1  # bump when planning or assembly changes what a compression produces

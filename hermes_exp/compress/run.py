@@ -5,6 +5,7 @@ model client) and stored; then `trajectories.compressed.jsonl` and `compression_
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter as Tally
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -52,9 +53,9 @@ def _local(turns: list[dict[str, str]], counts: list[int], cfg: CompressSettings
 
 
 def _compress_one(client: Any, cfg: CompressSettings, count: Counter, turns: list[dict[str, str]],
-                  region: Region) -> dict[str, Any]:
+                  region: Region, key: str) -> dict[str, Any]:
     before = sum(count([t["value"] for t in turns]))
-    summary = summarise(client, turns[region.start:region.until], region.start, cfg.summary_target_tokens)
+    summary = summarise(client, turns[region.start:region.until], region.start, cfg.summary_target_tokens, key)
     usage = {"api_calls": len(summary.usage),
              **{k: sum(u.get(k) or 0 for u in summary.usage) for k in USAGE_KEYS[1:]}}
     out = {"tokens_before": before, "tokens_after": before, "turns_summarised": 0, "summary_tokens": 0,
@@ -83,24 +84,36 @@ class _Summariser:
         self.pool = stack.enter_context(ThreadPoolExecutor(self.workers, thread_name_prefix="summarise"))
 
     def _open(self) -> Any:
-        from hermes_exp.agent.model import ModelClient
-        from hermes_exp.agent.probe import probe
-        from hermes_exp.budget import Budget, BudgetLimits
-        from hermes_exp.run import model_endpoint
-        from hermes_exp.settings import api_key
+        """The summariser's client, booked like every model call of the run (agent/clients.py): the run's
+        budget and the sweep's (this job is booked there first), and the spend journal, under an
+        invocation number of its own (negative: no dispatch has it), which `close` removes once every
+        summary is stored with its cost; a kill leaves it for the next run to count."""
+        from hermes_exp.money import sweep_budget
+        from hermes_exp.model.clients import second_client
+        from hermes_exp.model.probe import probe
+        from hermes_exp.run.invocation import model_endpoint
 
-        model_settings = {**self.settings, "model": self.cfg.summariser_model()}
-        base_url = self.stack.enter_context(model_endpoint(model_settings))
+        model = self.cfg.summariser_model()
+        base_url = self.stack.enter_context(model_endpoint({**self.settings, "model": model}))
         probe(base_url)
-        limits = BudgetLimits.from_settings(model_settings)
-        return ModelClient(model_settings["model"], self.settings["provider"], base_url, api_key(model_settings),
-                           workers=self.workers, limits=limits,
-                           budget=Budget(limits.max_cost_usd, self.ledger.spent_usd()))
+        spent = self.ledger.spent_usd()
+        invocation = {**(self.settings.get("invocation") or {}), "spent_usd": spent, "processes": 1,
+                      "id": -time.time_ns() // 1000}
+        settings = {**self.settings, "num_workers": self.workers, "invocation": invocation}
+        sweep = sweep_budget.shared(settings)
+        if sweep is not None:
+            sweep.start(spent)  # no dispatch is in flight: the run's own calls are all settled
+        return second_client(settings, model, self.settings["provider"], base_url=base_url)
 
-    def submit(self, count: Counter, turns: list[dict[str, str]], region: Region) -> Future:
+    def close(self) -> None:
+        """Every summary asked for is stored (with its cost) or cost nothing: the journal has done its job."""
+        if self.client is not None:
+            self.client.journal.discard()
+
+    def submit(self, count: Counter, turns: list[dict[str, str]], region: Region, key: str) -> Future:
         if self.client is None:
             self.client = self._open()
-        return self.pool.submit(_compress_one, self.client, self.cfg, count, turns, region)
+        return self.pool.submit(_compress_one, self.client, self.cfg, count, turns, region, key)
 
 
 def _compute(ledger: Ledger, settings: dict[str, Any], cfg: CompressSettings, count: Counter,
@@ -135,10 +148,11 @@ def _compute(ledger: Ledger, settings: dict[str, Any], cfg: CompressSettings, co
             if isinstance(local, dict):
                 store.put(ledger, dig, key, local)
                 continue
-            pending[summariser.submit(count, turns, local)] = (dig, key)
+            pending[summariser.submit(count, turns, local, key)] = (dig, key)
             if len(pending) >= 2 * summariser.workers:
                 collect(wait(pending, return_when=FIRST_COMPLETED).done)
         collect(set(pending))
+        summariser.close()
     return failed, stopped
 
 

@@ -28,5 +28,8 @@ def put(ledger: Ledger, digest: str, key: str, outcome: dict[str, Any]) -> None:
     turns = outcome.get("conversations")
     row = {**outcome, "digest": digest, "key": key, "created_at": time.time(),
            "conversations": json.dumps(turns, ensure_ascii=False) if turns is not None else None}
+    # INSERT OR REPLACE (every column is given): `upsert` first probes the connection for ON CONFLICT
+    # support with a CREATE/DROP TABLE, which SQLite refuses ("database table is locked") while the
+    # caller's read of the kept rows is still open on the same connection.
     with ledger.lock, ledger.db.conn:
-        ledger.db["compressions"].upsert(row, pk="digest", alter=False)
+        ledger.db["compressions"].insert(row, pk="digest", replace=True, alter=False)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from hermes_exp.errors import ProviderError
 
 if TYPE_CHECKING:  # openai is imported only when a summary is asked for
-    from hermes_exp.agent.model import ModelClient
+    from hermes_exp.model.client import ModelClient
 
 SUMMARY_MARK = "TURNS TO SUMMARIZE:"  # the offline mock model recognises a summariser request by it
 PREFIX = "[CONTEXT SUMMARY]:"
@@ -40,10 +40,15 @@ def prompt(turns: list[dict[str, str]], start: int, target_tokens: int) -> str:
             f"{SUMMARY_MARK}\n{listed}\n---\n\nWrite only the summary, starting with \"{PREFIX}\".")
 
 
-def summarise(client: ModelClient, turns: list[dict[str, str]], start: int, target_tokens: int) -> Summary:
-    """One summariser call (the client retries transient failures). Budget exhaustion propagates."""
+def summarise(client: ModelClient, turns: list[dict[str, str]], start: int, target_tokens: int,
+              key: str | None = None) -> Summary:
+    """One summariser call (the client retries transient failures), journaled under the row's task `key`
+    (no per-task cap: the summary is the run's spending, not the agent's). Budget exhaustion propagates."""
+    from hermes_exp.money.budget import TaskMeter
+
     try:
-        reply = client.complete([{"role": "user", "content": prompt(turns, start, target_tokens)}], [])
+        meter = TaskMeter(None, key)
+        reply = client.complete([{"role": "user", "content": prompt(turns, start, target_tokens)}], [], meter)
     except ProviderError as exc:
         if exc.stop_run:
             raise

@@ -12,7 +12,7 @@ from typing import Any
 import sqlite_utils
 
 from hermes_exp.errors import HermesExpError
-from hermes_exp.report.segments import entry
+from hermes_exp.report.segments import Score, entry
 from hermes_exp.store.sharegpt import conversations
 from hermes_exp.store.views import create_views
 
@@ -37,10 +37,17 @@ class RunData:
     cost: float | None = None
     entries: list[dict[str, Any]] = field(default_factory=list)
     verification: dict[str, Any] | None = None  # statistics.json's `verification` (pass rate, pass@k, ...)
+    visible: str = "1"  # SQL condition: the tasks statistics.json counts
 
     @property
     def total(self) -> int:
         return sum(self.states.values())
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt + completion, as statistics.json and the CLI count them: reasoning tokens are part of
+        the completion (the providers' usage reports them inside it), so they are not added again."""
+        return self.tokens.get("prompt", 0) + self.tokens.get("completion", 0)
 
     @property
     def coverage(self) -> float:
@@ -49,10 +56,11 @@ class RunData:
 
 
 def find_runs(path: Path) -> list[Path]:
-    """`path` itself if it is a run directory, else its subdirectories that are (a sweep)."""
+    """`path` itself if it is a run directory, else the run directories below it (a sweep, or an
+    outputs folder of runs and sweeps)."""
     if (path / "ledger.db").is_file():
         return [path]
-    runs = sorted(p.parent for p in path.glob("*/ledger.db"))
+    runs = sorted(p.parent for p in path.rglob("ledger.db"))
     if not runs:
         raise HermesExpError(f"{path} is neither a run directory (no ledger.db) nor a sweep directory "
                              "(no subdirectory with a ledger.db)",
@@ -75,20 +83,29 @@ def load_run(run_dir: Path, label: str, budget: int) -> RunData:
         ident = json.loads(_scalar(db, "SELECT value FROM meta WHERE key = 'identity_config'") or "{}")
         run = RunData(label=label, path=run_dir, model=(ident.get("model") or {}).get("name", ""),
                       distribution=(ident.get("distribution") or {}).get("name", ""))
-        _aggregate(db, run)
-        run.verification = _verification(run_dir)
+        stats = _statistics(run_dir)
+        run.verification = stats.get("verification")
+        _aggregate(db, run, _visible(stats))
         run.entries = _sample(db, run_dir, run, budget)
     finally:
         db.close()
     return run
 
 
-def _verification(run_dir: Path) -> dict[str, Any] | None:
-    """The run's verification metrics as its last export computed them (None when not verified)."""
+def _statistics(run_dir: Path) -> dict[str, Any]:
+    """statistics.json as the run's last export wrote it ({} before the first)."""
     try:
-        return json.loads((run_dir / "statistics.json").read_text(encoding="utf-8")).get("verification")
+        return json.loads((run_dir / "statistics.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
+        return {}
+
+
+def _visible(stats: dict[str, Any]) -> str:
+    """The tasks the exports count: samples beyond samples_per_prompt (it was lowered) stay in the
+    ledger, out of statistics.json, and so out of the report."""
+    samples = stats.get("samples_per_prompt")
+    where = f"sample < {int(samples)}" if isinstance(samples, int) else "1"
+    return f"key IN (SELECT key FROM tasks WHERE {where})"
 
 
 def _scalar(db: sqlite_utils.Database, sql: str) -> Any:
@@ -96,22 +113,27 @@ def _scalar(db: sqlite_utils.Database, sql: str) -> Any:
     return row[0] if row else None
 
 
-def _aggregate(db: sqlite_utils.Database, run: RunData) -> None:
+def _aggregate(db: sqlite_utils.Database, run: RunData, visible: str) -> None:
     pairs = lambda sql: {k: v for k, v in db.execute(sql).fetchall()}  # noqa: E731
-    run.states = pairs("SELECT state, COUNT(*) FROM tasks GROUP BY state")
+    run.states = pairs(f"SELECT state, COUNT(*) FROM tasks WHERE {visible} GROUP BY state")
     run.reasons = pairs("SELECT COALESCE(reason, 'unknown'), COUNT(*) FROM tasks WHERE state = 'filtered' "
-                        "GROUP BY 1 ORDER BY 2 DESC")
+                        f"AND {visible} GROUP BY 1 ORDER BY 2 DESC")
     run.errors = pairs("SELECT COALESCE(error_class, 'unknown'), COUNT(*) FROM tasks WHERE state = 'error' "
-                       "GROUP BY 1 ORDER BY 2 DESC")
-    run.tools = list(db.query("SELECT tool, calls, success, failure, success_rate FROM tool_calls_by_tool"))
-    run.turns = pairs(f"SELECT turns, COUNT(*) FROM task_summary WHERE {FINISHED} GROUP BY turns ORDER BY turns")
-    row = db.execute(f"SELECT COALESCE(SUM(reasoning_turns), 0), COALESCE(SUM(turns), 0) FROM task_summary "
-                     f"WHERE {FINISHED}").fetchone()
+                       f"AND {visible} GROUP BY 1 ORDER BY 2 DESC")
+    # Over kept tasks, as statistics.json counts them (filtered ones are in "Why tasks were filtered").
+    run.tools = list(db.query("SELECT tool, COUNT(*) AS calls, SUM(failed = 0) AS success, "
+                              "ROUND(100.0 * SUM(failed = 0) / COUNT(*), 2) AS success_rate FROM tool_calls "
+                              f"WHERE state = 'done' AND {visible} GROUP BY tool ORDER BY calls DESC, tool"))
+    run.turns = pairs(f"SELECT turns, COUNT(*) FROM task_summary WHERE {FINISHED} AND {visible} "
+                      "GROUP BY turns ORDER BY turns")
+    row = db.execute("SELECT COALESCE(SUM(reasoning_turns), 0), COALESCE(SUM(turns), 0) FROM task_summary "
+                     f"WHERE state = 'done' AND {visible}").fetchone()  # kept tasks, as statistics.json's coverage
     run.reasoning = (row[0], row[1])
     row = db.execute("SELECT COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0), "
-                     "COALESCE(SUM(reasoning_tokens), 0), SUM(cost_usd) FROM tasks").fetchone()
+                     f"COALESCE(SUM(reasoning_tokens), 0), SUM(cost_usd) FROM tasks WHERE {visible}").fetchone()
     run.tokens = {"prompt": row[0], "completion": row[1], "reasoning": row[2]}
     run.cost = row[3]
+    run.visible = visible
 
 
 def _sample(db: sqlite_utils.Database, run_dir: Path, run: RunData, budget: int) -> list[dict[str, Any]]:
@@ -120,13 +142,19 @@ def _sample(db: sqlite_utils.Database, run_dir: Path, run: RunData, budget: int)
     others = run.states.get("filtered", 0) + run.states.get("error", 0)
     kept_budget = budget - min(others, budget // 4)
     entries = _kept(run_dir / "trajectories.jsonl", run.label, kept_budget)
-    rows = db.execute("SELECT prompt_index, prompt, state, reason, error_class, error, result FROM tasks "
-                      "WHERE state IN ('filtered', 'error') ORDER BY prompt_index, key LIMIT ?",
+    # A filtered sample's verdict is its latest score: the report has no config to tell which verifier
+    # the export would give its row, and a re-score (action=score) is the latest.
+    latest = ("(SELECT {} FROM scores s WHERE s.key = t.key ORDER BY s.scored_at DESC LIMIT 1)"
+              if "scores" in db.table_names() else "NULL")
+    rows = db.execute(f"SELECT prompt_index, prompt, state, reason, error_class, error, result, sample, "
+                      f"{latest.format('reward')}, {latest.format('passed')} FROM tasks t "
+                      f"WHERE state IN ('filtered', 'error') AND {run.visible} ORDER BY prompt_index, key LIMIT ?",
                       [budget - len(entries)])
-    for index, prompt, state, reason, error_class, error, result in rows:
+    for index, prompt, state, reason, error_class, error, result, sample, reward, passed in rows:
         messages = (json.loads(result) if result else {}).get("messages") or []
         turns = conversations(messages) if messages else [{"from": "error", "value": error or "(no message)"}]
-        entries.append(entry(run.label, index, state, reason or error_class, prompt, turns))
+        score = Score(sample, reward, None if passed is None else bool(passed), error_class == "verifier")
+        entries.append(entry(run.label, index, state, reason or error_class, prompt, turns, score))
     return entries
 
 
@@ -141,7 +169,8 @@ def _kept(path: Path, label: str, budget: int) -> list[dict[str, Any]]:
             row = json.loads(line)
             turns = row.get("conversations", [])
             prompt = next((t["value"] for t in turns if t.get("from") == "human"), "")
-            entries.append(entry(label, row.get("prompt_index"), "done", None, prompt, turns))
+            score = Score(row.get("sample"), row.get("reward"), row.get("passed"))  # as the export wrote it
+            entries.append(entry(label, row.get("prompt_index"), "done", None, prompt, turns, score))
     return entries
 
 
@@ -165,5 +194,7 @@ def load(path: Path, max_trajectories: int) -> list[RunData]:
     """Every run under `path`, labelled by what sets it apart (its override values, in a sweep)."""
     runs = find_runs(path)
     budget = max(1, max_trajectories // len(runs))
-    labels = short_labels([run.name for run in runs])
+    names = [run.relative_to(path).as_posix() if run != path else run.name for run in runs]
+    # A sweep's job directories are named by their overrides: shortened to those that differ.
+    labels = short_labels(names) if not any("/" in n for n in names) else names
     return [load_run(run, label, budget) for run, label in zip(runs, labels)]

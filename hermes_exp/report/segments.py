@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 _BLOCK = re.compile(r"<(think|REASONING_SCRATCHPAD|tool_call|tool_response)>(.*?)</\1>", re.DOTALL)
 _KIND = {"think": "think", "REASONING_SCRATCHPAD": "think", "tool_call": "tool_call",
@@ -39,10 +39,27 @@ def parts(value: str) -> list[list[str]]:
     return out
 
 
+class Score(NamedTuple):
+    """A sample's number and its verifier's verdict (reward and passed are None when not verified)."""
+
+    sample: int | None = None
+    reward: float | None = None
+    passed: bool | None = None
+    verifier_error: bool = False
+
+    @property
+    def verdict(self) -> str | None:
+        """passed | failed | error (the verification itself failed) | None (not verified)."""
+        if self.verifier_error:
+            return "error"
+        return None if self.passed is None else ("passed" if self.passed else "failed")
+
+
 def entry(run: str, index: int | None, state: str, why: str | None, prompt: str,
-          turns: list[dict[str, str]]) -> dict[str, Any]:
+          turns: list[dict[str, str]], score: Score = Score()) -> dict[str, Any]:
     """One trajectory as the browser's JavaScript reads it (short keys: thousands are embedded)."""
-    return {"run": run, "index": index, "state": state, "why": why, "prompt": prompt,
+    return {"run": run, "index": index, "sample": score.sample, "state": state, "why": why, "prompt": prompt,
+            "reward": score.reward, "verdict": score.verdict,
             "turns": [{"from": t.get("from", ""), "parts": _turn_parts(t)} for t in turns]}
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_exp.store.atomic import atomic_writer
-from hermes_exp.verify.metrics import wilson
+from hermes_exp.store.metrics import wilson
 
 COLUMNS = ["job", "overrides", "model", "tasks", "done", "filtered", "failed", "pending", "kept_pct",
            "pass_rate", "pass_rate_ci95", "mean_reward", "mean_reward_ci95", "pass_at_k", "tool_success_pct",
@@ -20,10 +20,28 @@ COLUMNS = ["job", "overrides", "model", "tasks", "done", "filtered", "failed", "
 
 
 def find_jobs(folder: Path) -> list[Path]:
-    """Run directories in `folder` (itself if it is one), each with its statistics.json."""
+    """Run directories in `folder` (itself if it is one) or at any depth below it (a sweep inside
+    outputs/), each with its statistics.json."""
     if (folder / "statistics.json").is_file():
         return [folder]
-    return sorted(p.parent for p in folder.glob("*/statistics.json") if (p.parent / "ledger.db").is_file())
+    return sorted(p.parent for p in folder.rglob("statistics.json") if (p.parent / "ledger.db").is_file())
+
+
+def unexported(folder: Path) -> list[Path]:
+    """Run directories below `folder` with a ledger but no statistics.json yet (never exported)."""
+    return sorted(p.parent for p in folder.rglob("ledger.db") if not (p.parent / "statistics.json").is_file())
+
+
+def _name(run_dir: Path, folder: Path) -> str:
+    """The run's path below the summarised folder (its own name when it is the folder)."""
+    try:
+        return run_dir.relative_to(folder).as_posix() if run_dir != folder else run_dir.name
+    except ValueError:
+        return run_dir.name
+
+
+# Not a setting that tells runs apart: the run's own name already names its row.
+_NOT_SETTINGS = ("run_name", "hydra.")
 
 
 def _overrides(run_dir: Path) -> dict[str, str]:
@@ -33,7 +51,41 @@ def _overrides(run_dir: Path) -> dict[str, str]:
     from omegaconf import OmegaConf
 
     items = OmegaConf.to_container(OmegaConf.load(path)) or []
-    return dict(str(item).lstrip("+~").split("=", 1) for item in items if "=" in str(item))
+    pairs = dict(str(item).lstrip("+~").split("=", 1) for item in items if "=" in str(item))
+    return {k: v for k, v in pairs.items() if not k.startswith(_NOT_SETTINGS)}
+
+
+_ABSENT = object()
+
+
+def _setting(run_dir: Path, key: str, typed: str | None) -> str | None:
+    """The value `key` had in the run, from its saved config (where a run that did not override it has
+    its default): a config group's chosen option (`model=mock`), else the value; else what was typed."""
+    from omegaconf import OmegaConf
+
+    hydra, config = run_dir / ".hydra" / "hydra.yaml", run_dir / ".hydra" / "config.yaml"
+    try:
+        if hydra.is_file():
+            choice = OmegaConf.select(OmegaConf.load(hydra), "hydra.runtime.choices", default=None) or {}
+            if key in choice:
+                return _text(choice[key])
+        if not config.is_file():
+            return typed
+        value = OmegaConf.select(OmegaConf.load(config), key, default=_ABSENT, throw_on_resolution_failure=False)
+    except Exception:  # a saved config that no longer loads: what was typed is all there is
+        return typed
+    if value is _ABSENT or (value is None and typed is not None) or (OmegaConf.is_config(value) and typed):
+        return typed
+    return _text(OmegaConf.to_container(value) if OmegaConf.is_config(value) else value)
+
+
+def _text(value: Any) -> str:
+    """A config value as a user types it on the command line."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return value if isinstance(value, str) else json.dumps(value) if isinstance(value, (list, dict)) else str(value)
 
 
 def _turns(run_dir: Path) -> float | None:
@@ -51,7 +103,7 @@ def _turns(run_dir: Path) -> float | None:
     return None if row[0] is None else round(row[0], 3)
 
 
-def job_row(run_dir: Path) -> dict[str, Any]:
+def job_row(run_dir: Path, folder: Path | None = None) -> dict[str, Any]:
     stats = json.loads((run_dir / "statistics.json").read_text(encoding="utf-8"))
     finished = stats["kept"] + stats["filtered"]
     tools = [t for t in (stats.get("tool_statistics") or {}).values() if t.get("count")]
@@ -60,7 +112,8 @@ def job_row(run_dir: Path) -> dict[str, Any]:
     scored, passed = verified.get("scored") or 0, verified.get("passed") or 0
     tokens = stats.get("tokens") or {}
     return {
-        "job": run_dir.name, "path": str(run_dir), "overrides": _overrides(run_dir), "model": stats.get("model"),
+        "job": _name(run_dir, folder or run_dir.parent), "path": str(run_dir), "overrides": _overrides(run_dir),
+        "model": stats.get("model"),
         "tasks": stats["total_prompts"], "done": stats["kept"], "filtered": stats["filtered"],
         "failed": stats["failed"], "pending": stats["pending"],
         "kept_pct": round(100 * stats["kept"] / stats["total_prompts"], 2) if stats["total_prompts"] else None,
@@ -76,14 +129,16 @@ def job_row(run_dir: Path) -> dict[str, Any]:
     }
 
 
-def summarize(jobs: list[Path]) -> list[dict[str, Any]]:
-    """One row per job, sorted by pass rate (else kept %), best first; `overrides` keeps only the keys
-    whose values differ between the jobs."""
-    rows = [job_row(j) for j in jobs]
-    keys = sorted({k for r in rows for k in r["overrides"]})
-    differ = [k for k in keys if len({r["overrides"].get(k) for r in rows}) > 1] if len(rows) > 1 else keys
+def summarize(jobs: list[Path], folder: Path | None = None) -> list[dict[str, Any]]:
+    """One row per job, sorted by pass rate (else kept %), best first; `overrides` keeps only the
+    settings whose values differ between the jobs, each with the value the job ran with."""
+    rows = [job_row(j, folder) for j in jobs]
+    keys = list(dict.fromkeys(k for r in rows for k in r["overrides"]))
     for row in rows:
-        row["overrides"] = {k: row["overrides"].get(k) for k in differ}
+        row["overrides"] = {k: _setting(Path(row["path"]), k, row["overrides"].get(k)) for k in keys}
+    differ = [k for k in keys if len({r["overrides"][k] for r in rows}) > 1] if len(rows) > 1 else keys
+    for row in rows:
+        row["overrides"] = {k: row["overrides"][k] for k in differ}
     def rank(r: dict[str, Any]) -> tuple:  # noqa: E306
         return (r["pass_rate"] is None, -(r["pass_rate"] or 0), -(r["kept_pct"] or 0), r["job"])
     return sorted(rows, key=rank)
@@ -132,6 +187,20 @@ def _cell(value: Any, pct: bool = False) -> str:
     return str(value)
 
 
+def label_of(row: dict[str, Any], short: dict[str, str] | None = None) -> str:
+    """The run (its path in the folder), then the settings that set it apart and its path does not say
+    (each key by `short`'s name for it)."""
+    extra = [f"{(short or {}).get(k, k)}={v}" for k, v in row["overrides"].items() if f"{k}={v}" not in row["job"]]
+    return " ".join([row["job"], *extra])
+
+
+def short_keys(rows: list[dict[str, Any]]) -> dict[str, str]:
+    """Each setting by the last part of its key (`no_reasoning_rate`) when no two keys share it."""
+    keys = list(dict.fromkeys(k for r in rows for k in r["overrides"]))
+    tails = {k: k.rsplit(".", 1)[-1] for k in keys}
+    return tails if len(set(tails.values())) == len(keys) else {k: k for k in keys}
+
+
 def table(rows: list[dict[str, Any]], title: str) -> str:
     """The summary as a table for the terminal (rich, rendered to text)."""
     from rich.console import Console
@@ -141,9 +210,11 @@ def table(rows: list[dict[str, Any]], title: str) -> str:
     heads = ["job", "done", "filt", "fail", "pend", "kept", "pass (95% CI)", "pass@k", "tools ok", "turns",
              "calls", "tokens", "cost $", "wall s"]
     for head in heads:
-        grid.add_column(head, justify="left" if head == "job" else "right", overflow="fold")
+        grid.add_column(head, justify="left" if head == "job" else "right", overflow="fold",
+                        min_width=32 if head == "job" else None)
+    short = short_keys(rows)
     for r in rows:
-        label = " ".join(f"{k}={v}" for k, v in r["overrides"].items()) or r["job"]
+        label = label_of(r, short)
         passed = "-" if r["pass_rate"] is None else f"{_cell(r['pass_rate'], True)} {_cell(r['pass_rate_ci95'], True)}"
         pass_k = " ".join(f"@{k} {v:.2f}" for k, v in (r["pass_at_k"] or {}).items()) or "-"
         grid.add_row(label, *(str(r[c]) for c in ("done", "filtered", "failed", "pending")),
@@ -159,9 +230,12 @@ def table(rows: list[dict[str, Any]], title: str) -> str:
 def summary(folder: Path, jobs: list[Path] | None = None, not_run: dict[str, int] | None = None) -> str:
     """Summarise `jobs` (default: every run in `folder`), write the files, return the table; jobs that
     did not run (job -> exit code) are named under it, so a table of fewer jobs than swept says why."""
-    rows = summarize(jobs if jobs is not None else find_jobs(folder))
+    rows = summarize(jobs if jobs is not None else find_jobs(folder), folder)
     json_path, csv_path = write(folder, rows, not_run)
     missing = "".join(f"  did not run: {job} (exit {code}; its error is printed above)\n"
                       for job, code in sorted((not_run or {}).items()))
+    if jobs is None:  # on demand: say which runs of the folder are not in the table, and why
+        missing += "".join(f"  skipped {_name(run, folder)}: a ledger.db without statistics.json (not finished, "
+                           "or never exported: run it again to write it)\n" for run in unexported(folder))
     return table(rows, f"{folder} ({len(rows)} job{'s' if len(rows) != 1 else ''})") + missing + \
         f"  summary: {json_path}\n           {csv_path}\n"

@@ -4,7 +4,7 @@ engine and reused across runs and tasks; a failed build is a SandboxError naming
 with the build log's last lines, remembered for the rest of the run so the task's other samples fail
 at once (the next invocation builds again: class `sandbox` is retried).
 
-A build spec (a row's `container.build`, written by hermes_exp.inputs.harbor):
+A build spec (a row's `container.build`, written by hermes_exp.dataset.readers.harbor):
   context: str        the folder, relative to the dataset's folder (or absolute)
   digest: str         content_digest(context) when the dataset was read (part of the task's key)
   dockerfile: str     within the context (default "Dockerfile")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from hermes_exp.config_section import Section
+from hermes_exp.settings.sections import Section
 from hermes_exp.errors import ConfigError
 
 TARGETS = {  # the backends this module reads; a user's own _target_ reads its own settings

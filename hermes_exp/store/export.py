@@ -18,8 +18,9 @@ from hermes_exp.store.atomic import atomic_writer
 from hermes_exp.store.batches import BatchPlaces, batch_name
 from hermes_exp.store.export_reuse import INDEX, OPENAI_FILE, Previous, Recorder, Stale, settings_key
 from hermes_exp.store.export_rows import Tasks
-from hermes_exp.store.formats import chosen_formats, write_parquet
+from hermes_exp.store.formats import PARQUET_FILE, chosen_formats, write_parquet
 from hermes_exp.store.ledger import Ledger
+from hermes_exp.store.refilter import describe_filters
 from hermes_exp.store.sharegpt import system_mode
 from hermes_exp.store.stats import StatsBuilder, dumps
 from hermes_exp.store.samples import Selection
@@ -42,7 +43,9 @@ def _used(settings: dict[str, Any]) -> list[Any]:
 
 def _stamp(ledger: Ledger, settings: dict[str, Any]) -> str:
     scores = ledger.db.execute("SELECT COUNT(*), MAX(scored_at) FROM scores").fetchone()
-    return json.dumps([ledger.fingerprint(), ledger.meta("dataset_tasks"), list(scores), _used(settings)], default=str)
+    filters = (settings.get("filters") or {}).get("rules")  # statistics.json names them
+    return json.dumps([ledger.fingerprint(), ledger.meta("dataset_tasks"), list(scores), _used(settings), filters],
+                      default=str)
 
 
 def export(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> dict[str, Any]:
@@ -59,7 +62,8 @@ def export(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> dict[str,
     indexed = (run_dir / INDEX).is_file()
     previous = Previous.open(run_dir, key)  # None: every line is rendered
     try:
-        _refuse_shrink(ledger, run_dir, settings, previous.lines(TRAJECTORIES) if previous is not None else None)
+        before = _refuse_shrink(ledger, run_dir, settings,
+                                previous.lines(TRAJECTORIES) if previous is not None else None)
         tasks = Tasks(ledger, settings, registry, previous)
         try:
             statistics = _export(ledger, run_dir, settings, tasks, key)
@@ -74,6 +78,9 @@ def export(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> dict[str,
     finally:
         if previous is not None:
             previous.close()
+    written = statistics["exported"][TRAJECTORIES]
+    if before and written < before:  # said with the count the file now holds, whatever shrank it
+        print(f"{TRAJECTORIES}: {before} -> {written} trajectories", file=sys.stderr)
     ledger.set_meta({"export_stamp": stamp})
     return statistics
 
@@ -85,20 +92,19 @@ def _count_lines(path: Path) -> int:
         return sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
 
 
-def _refuse_shrink(ledger: Ledger, run_dir: Path, settings: dict[str, Any], counted: int | None) -> None:
+def _refuse_shrink(ledger: Ledger, run_dir: Path, settings: dict[str, Any], counted: int | None) -> int:
     """An export never silently drops trajectories an earlier export wrote: a run whose ledger now keeps
     fewer tasks than trajectories.jsonl holds leaves every output as it is, unless the user asks
-    (outputs.allow_shrink=true, or action=export, which re-applies filters on purpose)."""
+    (outputs.allow_shrink=true, or action=export, which re-applies filters on purpose). Returns the
+    lines the file held (0: none)."""
     path = run_dir / TRAJECTORIES
     before = _count_lines(path) if counted is None else counted  # the index's count, of this very file
     if not before:
-        return
+        return 0
     now = ledger.db.execute("SELECT COUNT(*) FROM tasks WHERE state = 'done'").fetchone()[0]
-    if now >= before:
-        return
-    if (settings.get("outputs") or {}).get("allow_shrink") or settings.get("action") in ("export", "compress"):
-        print(f"{path.name}: {before} -> {now} trajectories", file=sys.stderr)
-        return
+    if now >= before or (settings.get("outputs") or {}).get("allow_shrink") \
+            or settings.get("action") in ("export", "compress"):
+        return before
     raise LedgerError(
         f"{path} holds {before} trajectories but the ledger now keeps only {now} (tasks re-run with another "
         "outcome, or a ledger that did not write that file): every output was left as it was, and the "
@@ -121,8 +127,15 @@ def _export(ledger: Ledger, run_dir: Path, settings: dict[str, Any], tasks: Task
         batches = places.write(run_dir / TRAJECTORIES, run_dir, kept.unchanged(tasks.previous))
         if "parquet" in chosen_formats(settings):
             write_parquet(run_dir)
+        else:  # an earlier export's parquet file would not match the files beside it (as the splits)
+            (run_dir / PARQUET_FILE).unlink(missing_ok=True)
+        if not openai:
+            (run_dir / OPENAI_FILE).unlink(missing_ok=True)
         known = ledger.meta("dataset_tasks")
         statistics = stats.build(settings, ledger.invocations(), int(known) if known else None)
+        # what the files beside it hold, and what chose it (the summary and the report print these)
+        statistics.update(exported={k: v for k, v in files.items() if v is not None},
+                          selection=settings.get("selection") or "all", filters=describe_filters(settings))
         with atomic_writer(run_dir / "statistics.json") as fh:
             fh.write(dumps(statistics))
         if tasks.previous is not None:

@@ -14,7 +14,7 @@ from hermes_exp.store.ledger import Ledger
 from hermes_exp.store.sharegpt import system_mode, trajectory
 from hermes_exp.store.stats import facts as result_facts
 from hermes_exp.tools.registry import Registry
-from hermes_exp.verify.book import ScoreBook, spec
+from hermes_exp.store.score_book import ScoreBook, spec
 
 
 class Task:

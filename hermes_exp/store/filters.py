@@ -8,8 +8,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from hermes_exp.store.reasoning import has_reasoning
-from hermes_exp.instantiation import construct
+from hermes_exp.model.reasoning import has_reasoning
+from hermes_exp.settings.instantiation import construct
 
 log = logging.getLogger(__name__)
 Filter = Callable[[dict[str, Any]], "str | None"]

@@ -11,7 +11,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from hermes_exp.store.reasoning import native_reasoning
+from hermes_exp.model.reasoning import native_reasoning
 from hermes_exp.errors import ConfigError
 from hermes_exp.store.atomic import atomic_writer
 from hermes_exp.store.ledger import Ledger
@@ -34,6 +34,8 @@ def chosen_formats(settings: dict[str, Any]) -> list[str]:
     if unknown:
         raise ConfigError(f"outputs.formats has unknown format(s) {', '.join(map(repr, unknown))}",
                           f"choose from {', '.join(FORMATS)}, e.g. outputs.formats=[sharegpt,parquet]")
+    if "parquet" in formats:
+        _pyarrow()  # missing, it is said before any work, not after the other files are written
     return formats
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from hermes_exp.dataset import Slot
+from hermes_exp.dataset.tasks import Slot
 from hermes_exp.store.ledger import Ledger
 
 TABLE = "temp.hx_scan"

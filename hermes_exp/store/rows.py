@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from hermes_exp.store.filters import Filter
-from hermes_exp.verify import record
+from hermes_exp.store import score_record as record
 
 
 # A run's tasks bring back the few lists of their toolset draws, the same objects in every result of a

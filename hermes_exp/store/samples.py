@@ -10,7 +10,7 @@ from typing import Any
 
 from hermes_exp.errors import ConfigError
 from hermes_exp.store.ledger import Ledger
-from hermes_exp.verify.book import ScoreBook
+from hermes_exp.store.score_book import ScoreBook
 
 SELECTIONS = ("all", "passed", "best_of_n")
 

@@ -7,7 +7,7 @@ from functools import lru_cache
 from datetime import datetime, timezone
 from typing import Any
 
-from hermes_exp.store.reasoning import inline_reasoning, native_reasoning
+from hermes_exp.model.reasoning import inline_reasoning, native_reasoning
 from hermes_exp.errors import ConfigError
 from hermes_exp.store.hermes_prompt import SYSTEM_MODES, signed_system, tool_signatures
 from hermes_exp.tools.registry import Registry

@@ -8,8 +8,8 @@ from collections import Counter
 from datetime import datetime, timezone
 from typing import Any
 
-from hermes_exp.store.reasoning import has_reasoning
-from hermes_exp.verify.metrics import VerifyStats
+from hermes_exp.model.reasoning import has_reasoning
+from hermes_exp.store.metrics import VerifyStats
 
 
 def facts(result: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import sqlite_utils
 
-# An assistant message carries reasoning natively or inline; mirrors hermes_exp.store.reasoning.
+# An assistant message carries reasoning natively or inline; mirrors hermes_exp.model.reasoning.
 _HAS_REASONING = """(
     COALESCE(TRIM(json_extract(m.value, '$.reasoning')), '') <> ''
     OR COALESCE(TRIM(json_extract(m.value, '$.reasoning_content')), '') <> ''

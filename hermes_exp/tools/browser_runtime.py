@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from hermes_exp.errors import ConfigError, ToolError
 from hermes_exp.tools.aloop import LoopThread
+from hermes_exp.tools.fetch import same_origin
 from hermes_exp.optional import require
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,7 @@ class UrlPolicy:
     """Glob patterns on the whole URL (`*` matches anything, `/` included). A URL must match one
     allowed pattern (when any are given) and no denied one; only http(s) pages are ever opened. With
     `block_private`, hosts on loopback, private or link-local addresses are refused (the browser runs on
-    the runner's host, so it could reach the runner's own networks), except URLs under `trusted`."""
+    the runner's host, so it could reach the runner's own networks), except URLs on a `trusted` server (same scheme, host and port)."""
 
     def __init__(self, allowed: list[str] | None = None, denied: list[str] | None = None,
                  block_private: bool = False, trusted: list[str] | None = None) -> None:
@@ -55,7 +56,7 @@ class UrlPolicy:
     async def refusal_resolved(self, url: str) -> str | None:
         """refusal(), then (with block_private) the addresses the host resolves to."""
         reason = self.refusal(url)
-        if reason or not self.block_private or any(url.startswith(t) for t in self.trusted):
+        if reason or not self.block_private or any(same_origin(url, t) for t in self.trusted):
             return reason
         host = urlsplit(url).hostname or ""
         if urlsplit(url).scheme.lower() not in ("http", "https"):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hermes_exp.config_section import Section
+from hermes_exp.settings.sections import Section
 from hermes_exp.errors import ConfigError
 
 NAME = "toolsets.browser.settings"

@@ -62,13 +62,13 @@ def json_call(http: httpx.Client, method: str, url: str, label: str, timeout: fl
 
 def check_url(url: str, block_private: bool, allowed: str | None = None) -> None:
     """Refuse what is not http(s), and (with `block_private`) hosts on the runner's own networks."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ToolError(f"{url!r} is not an http(s) URL")
-    if not block_private or (allowed and _origin(url) == _origin(allowed)):
+    where = origin(url)
+    if where is None:
+        raise ToolError(f"{url!r} is not an http(s) URL with a host (and a port from 1 to 65535, if any)")
+    if not block_private or same_origin(url, allowed):
         return
     try:
-        infos = socket.getaddrinfo(parts.hostname, parts.port or 443, proto=socket.IPPROTO_TCP)
+        infos = socket.getaddrinfo(where[1], where[2], proto=socket.IPPROTO_TCP)
     except socket.gaierror as exc:
         raise ToolError(f"cannot resolve the host of {url}: {exc.strerror}") from exc
     for info in infos:
@@ -79,9 +79,28 @@ def check_url(url: str, block_private: bool, allowed: str | None = None) -> None
                             "config to allow it")
 
 
-def _origin(url: str) -> tuple[str, str | None, int | None]:
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def origin(url: str) -> tuple[str, str, int] | None:
+    """(scheme, host, port) of an http(s) URL, ports made explicit; None for anything else, or a URL
+    whose port cannot be read. What a trusted address is compared by: a string prefix would let
+    `http://TRUSTED@other-host/` (TRUSTED read as a user name) pass for the trusted server."""
     parts = urlsplit(url)
-    return parts.scheme, parts.hostname, parts.port
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        return None
+    if scheme not in DEFAULT_PORTS or not parts.hostname:
+        return None
+    return scheme, parts.hostname.lower(), port if port is not None else DEFAULT_PORTS[scheme]
+
+
+def same_origin(url: str, trusted: str | None) -> bool:
+    """Whether `url` is on the `trusted` server (same scheme, host and port)."""
+    mine = origin(url)
+    return bool(trusted) and mine is not None and mine == origin(trusted)
 
 
 def get(ctx: ToolContext, url: str, *, timeout: float, max_bytes: int, max_redirects: int,

@@ -4,9 +4,13 @@ process, or once per task with `per_task: true`; every one is stopped when its o
 
 from __future__ import annotations
 
+import json
+import threading
+import time
 from typing import Any
 
 from hermes_exp.errors import ConfigError, ToolError
+from hermes_exp.sandbox.base import truncate
 from hermes_exp.tools.mcp_spec import ServerSpec, tool_name
 
 # The live part (tools/mcp_client.py: asyncio, ssl, the SDK) is imported by what starts a server: a run
@@ -68,11 +72,73 @@ class McpTool:
 
         loop = ctx.resources.get("mcp:loop", lambda: LoopThread("hx-mcp"), LoopThread.stop)
         owner, key = (ctx.task if self.spec.per_task else ctx.resources), f"mcp:{self.spec.name}"
-        connection = owner.get(key, lambda: Connection(self.spec, loop).start(), Connection.stop)
-        if not connection.alive:  # the server exited: start it again for this call and the next ones
+        restarts = owner.get(f"{key}:restarts", Restarts)
+        opener = lambda: restarts.start(self.spec.name, lambda: Connection(self.spec, loop).start())  # noqa: E731
+        connection = owner.get(key, opener, Connection.stop)
+        if not connection.alive:  # the server exited since the last call
+            restarts.died()
             owner.drop(key)
-            connection = owner.get(key, lambda: Connection(self.spec, loop).start(), Connection.stop)
-        return connection.call(self.remote, args)
+            connection = owner.get(key, opener, Connection.stop)
+        try:
+            out = connection.call(self.remote, args)
+        except ToolError:
+            if not connection.alive:  # this call killed it: the model hears so; the next call restarts it
+                restarts.died()
+                owner.drop(key)
+            raise
+        restarts.served()
+        return _bounded(out, int(ctx.limits.get("max_output_chars", 20000)))
+
+
+class Restarts:
+    """Restarts of one server by one owner (a worker process, or a task for a `per_task` server). Each
+    restart in a row waits twice as long as the one before (1, 2, 4 s); after MAX_RESTARTS in a row with
+    no call served in between, the server is not started again and each call says so."""
+
+    MAX_RESTARTS, FIRST_DELAY = 3, 1.0
+
+    def __init__(self) -> None:
+        self.count, self.dead, self._lock = 0, False, threading.Lock()
+
+    def died(self) -> None:
+        with self._lock:
+            self.dead = True
+
+    def served(self) -> None:
+        with self._lock:
+            self.count, self.dead = 0, False
+
+    def start(self, name: str, start: Any) -> Any:
+        with self._lock:
+            if self.dead:
+                self.count += 1
+            count = self.count
+        if count > self.MAX_RESTARTS:
+            raise ToolError(f"MCP server {name!r} exited again after {self.MAX_RESTARTS} restarts in a row; it is not "
+                            "started again in this worker, so its tools are unavailable: use other tools")
+        if count:
+            time.sleep(self.FIRST_DELAY * 2 ** (count - 1))
+        try:
+            return start()
+        except ToolError:
+            self.died()
+            raise
+
+
+def _bounded(out: dict[str, Any], limit: int) -> dict[str, Any]:
+    """The result within tools.max_output_chars, as every other tool's: the text cut in the middle,
+    structured content dropped (with a note) when its JSON alone is over the limit."""
+    out = dict(out)
+    for field in ("content", "error"):
+        if isinstance(out.get(field), str):
+            out[field], cut = truncate(out[field], limit)
+            out["truncated"] = out.get("truncated", False) or cut
+    if "structured" in out and len(json.dumps(out["structured"], ensure_ascii=False, default=str)) > limit:
+        out["structured"] = f"[structured content over {limit:,} characters (tools.max_output_chars): dropped]"
+        out["truncated"] = True
+    if not out.get("truncated"):
+        out.pop("truncated", None)
+    return out
 
 
 def mcp_tools(settings: dict[str, Any]) -> dict[str, dict[str, McpTool]]:

@@ -65,7 +65,7 @@ class Connection:
             else:
                 headers = {**self.spec.headers, **{k: os.environ[v] for k, v in self.spec.headers_env.items()}}
                 transport = http_client(self.spec.url, http_client=make_http(headers=headers))
-            async with transport as (read, write), mcp.ClientSession(read, write) as session:
+            async with transport as (read, write), mcp.ClientSession(_Watched(read, self._stop), write) as session:
                 await session.initialize()
                 listed = await session.list_tools()
                 self.tools = [{"name": t.name, "description": t.description or "",
@@ -73,7 +73,7 @@ class Connection:
                               for t in listed.tools]
                 self._session = session
                 ready.set_result(None)
-                await self._stop.wait()
+                await self._stop.wait()  # set by stop(), or by _Watched when the server hangs up
         except BaseException as exc:
             if not ready.done():
                 ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
@@ -84,7 +84,8 @@ class Connection:
 
     @property
     def alive(self) -> bool:
-        return self._session is not None and self._task is not None and not self._task.done()
+        stopping = self._stop is not None and self._stop.is_set()  # set first when the server hangs up
+        return self._session is not None and self._task is not None and not self._task.done() and not stopping
 
     def stderr_tail(self, chars: int = 600) -> str:
         """The end of a stdio server's stderr, for error messages ('' when it wrote nothing)."""
@@ -103,7 +104,8 @@ class Connection:
         try:
             result = self._loop.run(self._session.call_tool(tool, arguments), self.spec.timeout)
         except Exception as exc:
-            raise ToolError(f"MCP server {self.spec.name!r}, tool {tool!r}: {_why(exc)}") from exc
+            gone = "" if self.alive else f" (the server exited{self.stderr_tail()})"
+            raise ToolError(f"MCP server {self.spec.name!r}, tool {tool!r}: {_why(exc)}{gone}") from exc
         return _result(result)
 
     def stop(self) -> None:
@@ -125,6 +127,46 @@ class Connection:
         except Exception:  # noqa: BLE001 - stopping must not mask the run's own outcome
             pass
         self._stderr.close()
+
+
+class _Watched:
+    """The transport's read stream (the SDK's ReadStream protocol), which sets `gone` when it ends: the
+    server hung up (a stdio server exited). The session itself does not say so, so without this a dead
+    server's connection would look alive until the run ends and would never be restarted."""
+
+    def __init__(self, stream: Any, gone: asyncio.Event) -> None:
+        self._stream, self._gone = stream, gone
+
+    @property
+    def last_context(self) -> Any:  # the SDK reads the sender's context this way (duck-typed)
+        return getattr(self._stream, "last_context", None)
+
+    async def receive(self) -> Any:
+        try:
+            return await self._stream.receive()
+        except Exception:
+            self._gone.set()
+            raise
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    def __aiter__(self) -> _Watched:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self._stream.__anext__()
+        except StopAsyncIteration:
+            self._gone.set()
+            raise
+
+    async def __aenter__(self) -> _Watched:
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        return await self._stream.__aexit__(*exc)
 
 
 def _result(result: Any) -> dict[str, Any]:

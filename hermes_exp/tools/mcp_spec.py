@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from hermes_exp.config_section import Section
+from hermes_exp.settings.sections import Section
 from hermes_exp.errors import ConfigError
 
 _KEYS = {"command", "args", "env", "cwd", "url", "headers", "headers_env", "per_task", "timeout", "startup_timeout"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from hermes_exp.distribution import validate
+from hermes_exp.tools.distribution import validate
 from hermes_exp.errors import ConfigError
 from hermes_exp.tools.registry import Registry
 

@@ -37,7 +37,7 @@ from typing import Any
 
 from hermes_exp.errors import ConfigError, ToolError
 from hermes_exp.tools.base import Tool, ToolContext
-from hermes_exp.instantiation import construct
+from hermes_exp.settings.instantiation import construct
 
 
 @dataclass
@@ -97,7 +97,7 @@ class Registry:
     def schemas(self, toolsets: Iterable[str]) -> list[dict[str, Any]]:
         """The OpenAI `tools` list for these toolsets, in a stable order, each tool once: one list per
         draw, the same object for every task of that draw (read, never changed, by its users), so a
-        run's sessions share it and its serialisation (agent/encode.py)."""
+        run's sessions share it and its serialisation (model/encode.py)."""
         draw = tuple(toolsets)
         tools = self._lists.get(draw)
         if tools is None:

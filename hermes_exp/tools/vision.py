@@ -96,13 +96,9 @@ class VisionAnalyze:
         return client.complete(messages, [], ctx.model.meter)
 
     def _client(self, ctx: ToolContext) -> Any:
-        from hermes_exp.agent.model import ModelClient
-        from hermes_exp.budget import BudgetLimits
-        from hermes_exp.settings import api_key
+        """Another model's client, booked with the agent's (agent/clients.py)."""
+        from hermes_exp.model.clients import second_client
 
         settings = ctx.settings
-        shared = ctx.model.client
-        model = {**settings["model"], **self.model}
-        return ModelClient(model, settings["provider"], settings["invocation"]["base_url"], api_key(settings),
-                           workers=int(settings.get("num_workers") or 4),
-                           limits=BudgetLimits.from_settings(settings), budget=shared.budget)
+        return second_client(settings, {**settings["model"], **self.model}, settings["provider"],
+                             shared=ctx.model.client)

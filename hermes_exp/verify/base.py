@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from hermes_exp.store.reasoning import INLINE
+from hermes_exp.model.reasoning import INLINE
 from hermes_exp.sandbox.base import Sandbox
 
 DETAILS_CHARS = 2000  # the verifier's output kept with a score (head and tail)

@@ -9,10 +9,12 @@ the sample passes only when every one does.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
 from hermes_exp.sandbox.base import Sandbox
+from hermes_exp.tools.registry import is_failure
 from hermes_exp.verify.base import Verdict, VerifierFailed, VerifyContext, final_answer
 
 Check = Callable[[Any, dict[str, Any], str, bool], "str | None"]  # (argument, result, answer, case) -> failure
@@ -48,8 +50,23 @@ def _excludes(arg: Any, result: dict[str, Any], answer: str, case: bool) -> str 
     return f"final response contains {found}" if found else None
 
 
+def _exited_non_zero(message: dict[str, Any]) -> bool:
+    """A tool answer reporting a command's non-zero `exit_code` (terminal, process)."""
+    try:
+        data = json.loads(message.get("content") or "")
+    except (TypeError, ValueError):
+        return False
+    code = data.get("exit_code") if isinstance(data, dict) else None
+    return isinstance(code, int) and not isinstance(code, bool) and code != 0
+
+
 def _max_tool_errors(arg: Any, result: dict[str, Any], answer: str, case: bool) -> str | None:
-    errors = sum(1 for c in result.get("tool_calls") or [] if c.get("failed"))
+    """A tool error here is a call the tool reported as failed (Hermes's `failed`, as in tool_stats) or a
+    command that exited non-zero: the tool "succeeded" in running it, but the session was not clean."""
+    failed = sum(1 for c in result.get("tool_calls") or [] if c.get("failed"))
+    exited = sum(1 for m in result.get("messages") or []
+                 if m.get("role") == "tool" and not is_failure(m.get("content")) and _exited_non_zero(m))
+    errors = failed + exited
     return f"{errors} tool errors > {arg}" if errors > int(arg) else None
 
 

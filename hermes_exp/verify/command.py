@@ -11,7 +11,7 @@ Row fields (the API a dataset adapter, e.g. Harbor task folders, builds on):
   tests:  {path: content} | folder  a map is written relative to the working directory; a folder
                                     (absolute, or relative to the dataset file) is copied to
                                     `<tests_dir>/` (default `tests/`), keeping file modes
-A Harbor task (hermes_exp/inputs/harbor.py) maps onto this with a row-level verifier
+A Harbor task (hermes_exp/dataset/readers/harbor.py) maps onto this with a row-level verifier
 {"kind": "command", "tests_dir": "/tests", "require_reward_file": true}: an absolute tests_dir is a
 container path (sandbox=docker only), and without a reward file the verification fails, as in Harbor.
 Within one verification the order is: tests copied in, reward dir cleared, `verify` run (one exec),
@@ -29,7 +29,7 @@ from typing import Any
 from hermes_exp.errors import HermesExpError
 from hermes_exp.sandbox.base import Sandbox
 from hermes_exp.verify.base import Verdict, VerifierFailed, VerifyContext, clip
-from hermes_exp.verify.files import put_files
+from hermes_exp.sandbox.files import put_files
 
 # One exec per verification (each exec costs a process spawn, or a `docker exec` round trip): clear the
 # reward directory, run `verify` in its own shell, then print its exit status and the reward file after

@@ -10,8 +10,8 @@ import re
 import threading
 from typing import Any
 
-from hermes_exp.budget import TaskMeter
-from hermes_exp.cost import Pricing
+from hermes_exp.money.budget import TaskMeter
+from hermes_exp.money.cost import Pricing
 from hermes_exp.errors import ConfigError, ProviderError
 from hermes_exp.sandbox.base import Sandbox
 from hermes_exp.verify.base import Verdict, VerifierFailed, VerifyContext, clip, content_text, final_answer
@@ -57,19 +57,13 @@ class JudgeVerifier:
         self._lock = threading.Lock()
 
     def client(self) -> Any:
-        """The judge's client, built on first use; it shares the run's budget and spend journal with the agent's."""
+        """The judge's client, built on first use; it books its calls with the agent's (agent/clients.py)."""
         with self._lock:
             if self._client is None:
-                from hermes_exp.agent.model import ModelClient
-                from hermes_exp.settings import api_key
+                from hermes_exp.model.clients import second_client
 
-                invocation = (self.context.settings or {}).get("invocation") or {}
-                url = self.model.get("base_url") or (invocation.get("base_url") if self.model.get("mock_server")
-                                                     else self.provider.get("base_url")) or invocation.get("base_url")
-                agent = getattr(self.context.runtime, "client", None)  # the run's budget and spend journal
-                key = api_key({"provider": self.provider, "model": self.model})
-                self._client = ModelClient(self.model, self.provider, url, key, workers=4,
-                                           budget=getattr(agent, "budget", None), journal=getattr(agent, "journal", None))
+                agent = getattr(self.context.runtime, "client", None)  # the run's budgets and spend journal
+                self._client = second_client(self.context.settings or {}, self.model, self.provider, shared=agent)
             return self._client
 
     def request(self, row: dict[str, Any], result: dict[str, Any]) -> str:

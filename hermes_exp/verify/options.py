@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hermes_exp.config_section import Section
+from hermes_exp.settings.sections import Section
 
 FLAGS = ("case_sensitive", "normalize_whitespace", "require_reward_file", "keep_workdir", "archive_on_error")
 # key -> what config_section.number checks it for (the unit names what the number is)

@@ -43,8 +43,8 @@ def _compose(overrides: list[str], preset: str) -> tuple[dict[str, Any], dict[st
     from hydra.errors import HydraException, MissingConfigException
     from omegaconf.errors import OmegaConfBaseException
 
-    from hermes_exp.cli import config_dir
-    from hermes_exp.settings import to_plain
+    from hermes_exp.settings.paths import config_dir
+    from hermes_exp.settings.resolved import to_plain
 
     try:
         if GlobalHydra.instance().is_initialized():  # inside the run's own Hydra app: its search path
@@ -64,7 +64,7 @@ def _compose(overrides: list[str], preset: str) -> tuple[dict[str, Any], dict[st
 
 
 def _choices() -> str:
-    from hermes_exp.cli import config_dir
+    from hermes_exp.settings.paths import config_dir
 
     names = sorted(path.stem for path in (config_dir() / "model").glob("*.yaml"))
     return f"choose a model preset: {', '.join(names)} (conf/model/), or your own in a config dir on Hydra's search path"

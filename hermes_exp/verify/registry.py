@@ -15,7 +15,7 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from hermes_exp.dataset import canonical_json
+from hermes_exp.dataset.tasks import canonical_json
 from hermes_exp.errors import ConfigError
 from hermes_exp.verify import options, preset
 from hermes_exp.verify.base import Verifier, VerifyContext

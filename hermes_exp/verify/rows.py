@@ -23,7 +23,7 @@ FIX = ("give the row what its verifier needs, name another one on the row (\"ver
 
 def with_verifiers(settings: dict[str, Any]) -> dict[str, Any]:
     """The settings with every conf/verifier option loaded (for per-row verifiers) under `invocation`."""
-    from hermes_exp.cli import config_dir
+    from hermes_exp.settings.paths import config_dir
 
     invocation = dict(settings.get("invocation") or {})
     invocation["verifiers"] = registry.load_options(settings, config_dir())
@@ -38,7 +38,7 @@ def check_verifier(scorer: Scorer, settings: dict[str, Any]) -> None:
         return
     registry.build(cfg, scorer.context)
     if cfg.get("kind") == "judge":
-        from hermes_exp.settings import api_key
+        from hermes_exp.settings.resolved import api_key
 
         api_key({"provider": cfg.get("provider") or {}, "model": cfg.get("model") or {}})
 

@@ -11,11 +11,11 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from hermes_exp.inputs import dataset_base_dir
+from hermes_exp.dataset.readers import dataset_base_dir
 from hermes_exp.sandbox.base import Sandbox, SandboxFactory
 from hermes_exp.verify import registry
 from hermes_exp.verify.base import Score, Verifier, VerifierFailed, VerifyContext, clip
-from hermes_exp.verify.files import archive_workdir, restore_workdir
+from hermes_exp.sandbox.files import archive_workdir, restore_workdir
 
 MB = 1 << 20
 

@@ -7,9 +7,12 @@
   var q = document.getElementById("q");
   var runFilter = document.getElementById("run-filter");
   var stateFilter = document.getElementById("state-filter");
+  var verdictFilter = document.getElementById("verdict-filter");  // absent when nothing was verified
   var shown = document.getElementById("shown");
   var TAGS = { think: "reasoning", tool_call: "tool call", tool_response: "tool response" };
   var STATES = { done: "kept", filtered: "filtered", error: "failed" };
+  var VERDICTS = { passed: "passed", failed: "not passed", error: "verifier error" };
+  var multiSample = data.entries.some(function (e) { return e.sample; });
   var items = [];
 
   function el(tag, cls, text) {
@@ -28,24 +31,45 @@
     return box;
   }
 
+  // The system prompt holds every tool's JSON schema: folded, so a trajectory opens on the conversation.
+  function folded(turn) {
+    var d = el("details", "system");
+    var size = turn.parts.reduce(function (n, p) { return n + p[1].length; }, 0);
+    d.appendChild(el("summary", "muted", "system prompt (" + size.toLocaleString("en-US") + " characters)"));
+    return d;
+  }
+
   function renderTurns(entry) {
     var wrap = el("div", "turns");
     entry.turns.forEach(function (turn) {
       var box = el("div", "turn turn-" + turn.from);
       box.setAttribute("data-turn", turn.from);
       box.appendChild(el("div", "role", turn.from));
-      turn.parts.forEach(function (part) { box.appendChild(renderPart(part)); });
+      var into = turn.from === "system" ? box.appendChild(folded(turn)) : box;
+      turn.parts.forEach(function (part) { into.appendChild(renderPart(part)); });
       wrap.appendChild(box);
     });
     return wrap;
   }
 
+  function assistantTurns(entry) {
+    var n = entry.turns.filter(function (t) { return t.from === "gpt"; }).length;
+    return n + " assistant turn" + (n === 1 ? "" : "s");
+  }
+
+  function verdict(entry) {
+    var text = VERDICTS[entry.verdict];
+    if (entry.reward !== null && entry.verdict !== "error") text += " " + Number(entry.reward).toFixed(2);
+    return el("span", "badge verdict verdict-" + entry.verdict, text);
+  }
+
   function summary(entry) {
     var s = el("summary");
     s.appendChild(el("span", "badge", entry.run));
-    s.appendChild(el("span", "badge", "#" + entry.index));
+    s.appendChild(el("span", "badge", "#" + entry.index + (multiSample ? " sample " + entry.sample : "")));
     s.appendChild(el("span", "badge state-" + entry.state, STATES[entry.state] + (entry.why ? ": " + entry.why : "")));
-    s.appendChild(el("span", "badge", entry.turns.length + " turns"));
+    if (entry.verdict) s.appendChild(verdict(entry));
+    s.appendChild(el("span", "badge turn-count", assistantTurns(entry)));
     s.appendChild(el("span", "prompt", entry.prompt.split("\n")[0]));
     return s;
   }
@@ -57,6 +81,7 @@
       d.setAttribute("data-traj", String(i));
       d.setAttribute("data-state", entry.state);
       d.setAttribute("data-run", entry.run);
+      d.setAttribute("data-verdict", entry.verdict || "none");
       d.appendChild(summary(entry));
       d.addEventListener("toggle", function () {
         if (d.open && !d.hasAttribute("data-rendered")) {
@@ -72,10 +97,12 @@
 
   function apply() {
     var term = q.value.trim().toLowerCase(), run = runFilter.value, state = stateFilter.value, n = 0;
+    var verdictWanted = verdictFilter ? verdictFilter.value : "";
     items.forEach(function (item) {
       var d = item.node;
       var ok = (!term || item.prompt.indexOf(term) !== -1) &&
-        (!run || d.getAttribute("data-run") === run) && (!state || d.getAttribute("data-state") === state);
+        (!run || d.getAttribute("data-run") === run) && (!state || d.getAttribute("data-state") === state) &&
+        (!verdictWanted || d.getAttribute("data-verdict") === verdictWanted);
       d.hidden = !ok;
       if (ok) n += 1;
     });
@@ -89,7 +116,7 @@
   build();
   var m = /^#q=(.*)$/.exec(location.hash);
   if (m) q.value = decodeURIComponent(m[1]);
-  [q, runFilter, stateFilter].forEach(function (c) { c.addEventListener("input", apply); });
+  [q, runFilter, stateFilter, verdictFilter].forEach(function (c) { if (c) c.addEventListener("input", apply); });
   apply();
   var first = items.filter(function (item) { return !item.node.hidden; })[0];
   if (first) first.node.open = true;

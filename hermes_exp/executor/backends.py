@@ -1,0 +1,188 @@
+"""Parallel execution through joblib: results come back unordered, as they finish.
+
+threads and processes run on this machine; dask and ray spread tasks over a cluster through
+joblib's backends. In every case the parent process stays the ledger's only writer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+from joblib import Parallel, delayed, parallel_config
+
+from hermes_exp.executor import thread_pool
+from hermes_exp.settings.sections import Section
+from hermes_exp.errors import ConfigError
+from hermes_exp.optional import require
+
+BACKENDS = ("threading", "loky", "multiprocessing", "dask", "ray")  # joblib's, and the cluster ones below
+
+
+class JoblibExecutor:
+    """`backend` is a joblib backend: threading (default; run by thread_pool.py, joblib's own held
+    ~8 KB per session) or loky (processes).
+
+    Tasks are pulled lazily from the iterable (at most `pre_dispatch` ahead), so a dataset of any
+    size streams through without being held in memory."""
+
+    def __init__(self, backend: str = "threading", n_jobs: int = 4, pre_dispatch: str = "2*n_jobs",
+                 **_: Any) -> None:
+        section = Section("executor", {"backend": backend, "n_jobs": n_jobs})
+        self.backend = section.choice("backend", BACKENDS, "threading")
+        self.n_jobs = section.number("n_jobs", integer=True, positive=True, required=True,
+                                     unit="concurrent sessions; default num_workers")
+        self.pre_dispatch = pre_dispatch
+
+    def cluster(self) -> AbstractContextManager[Any]:
+        """Whatever must exist while tasks run (a cluster client); nothing for local backends."""
+        return nullcontext()
+
+    def processes(self, cluster: Any = None) -> int:
+        """How many worker processes share the run's work (each builds its own client and budget)."""
+        return 1 if self.backend == "threading" else self.n_jobs
+
+    def map_unordered(self, fn: Callable[..., dict[str, Any]], settings: dict[str, Any],
+                      tasks: Iterable[Any]) -> Iterator[dict[str, Any]]:
+        """fn(settings, task) for every task, with settings["invocation"]["processes"] set by the executor."""
+        if self.backend == "threading":  # the same, on threads that hold no joblib objects per task
+            yield from thread_pool.map_unordered(fn, with_processes(settings, 1), tasks, self.n_jobs,
+                                                  _ahead(self.pre_dispatch, self.n_jobs))
+            return
+        with self.cluster() as cluster, parallel_config(backend=self.backend):
+            settings = with_processes(settings, self.processes(cluster))
+            parallel = Parallel(n_jobs=self.n_jobs, return_as="generator_unordered", pre_dispatch=self.pre_dispatch)
+            yield from parallel(delayed(fn)(settings, task) for task in tasks)
+
+
+def _ahead(pre_dispatch: str | int, n_jobs: int) -> int:
+    """joblib's pre_dispatch as a count: an int, "all", or an expression such as "2*n_jobs"."""
+    if isinstance(pre_dispatch, int):
+        return max(pre_dispatch, n_jobs)
+    if pre_dispatch == "all":
+        return 2**62
+    factors = str(pre_dispatch).replace("n_jobs", str(n_jobs)).split("*")
+    count = 1
+    for factor in factors:
+        count *= int(factor.strip())
+    return max(count, n_jobs)
+
+
+def with_processes(settings: dict[str, Any], processes: int) -> dict[str, Any]:
+    return {**settings, "invocation": {**settings.get("invocation", {}), "processes": max(1, int(processes))}}
+
+
+def _address(section: Section) -> str | None:
+    address = section.raw.get("address")
+    if address is None or (isinstance(address, str) and address.strip()):
+        return address
+    raise ConfigError(f"executor.address={address!r} must be a cluster address or null",
+                      "set executor.address=tcp://host:8786 (dask) or auto (ray), or null for a local cluster")
+
+
+def _missing(package: str, extra: str) -> ConfigError:
+    return ConfigError(f"executor needs the {package!r} package, which is not installed",
+                       f"pip install 'hermes-exp[{extra}]', or use executor=threads")
+
+
+class DaskExecutor(JoblibExecutor):
+    """Tasks on a Dask cluster: `address` of a scheduler, or a LocalCluster of `n_workers` processes."""
+
+    def __init__(self, address: str | None = None, n_workers: int = 2, threads_per_worker: int = 8,
+                 **kwargs: Any) -> None:
+        super().__init__(backend="dask", **kwargs)
+        section = Section("executor", {"address": address, "n_workers": n_workers,
+                                       "threads_per_worker": threads_per_worker})
+        self.address = _address(section)
+        self.n_workers = section.number("n_workers", integer=True, positive=True, required=True,
+                                        unit="LocalCluster worker processes")
+        self.threads_per_worker = section.number("threads_per_worker", integer=True, positive=True, required=True,
+                                                 unit="sessions per worker process")
+
+    def cluster(self) -> AbstractContextManager[Any]:
+        distributed = require("dask.distributed", _missing("dask[distributed]", "dask"))
+        Client, LocalCluster = distributed.Client, distributed.LocalCluster
+        if self.address:
+            return Client(self.address)
+        local = LocalCluster(n_workers=self.n_workers, threads_per_worker=self.threads_per_worker,
+                             processes=True, dashboard_address=None)
+        return Client(local)
+
+    def processes(self, cluster: Any = None) -> int:
+        """The cluster's worker processes when the run starts (a LocalCluster: `n_workers`)."""
+        if cluster is None or not self.address:
+            return self.n_workers
+        return max(1, len(cluster.scheduler_info(n_workers=-1).get("workers") or {}))
+
+
+class RayExecutor(JoblibExecutor):
+    """Tasks on a Ray cluster: `address` of a running cluster ("auto"), or a local one of `num_cpus`.
+
+    Ray's joblib backend cannot return results as they finish, so this submits tasks itself, keeping
+    `2 * n_jobs` in flight and taking whichever finishes first. They run in a fixed set of actors (one
+    process each, `n_jobs` sessions spread over at most one actor per CPU), so the number of processes
+    that hold a share of the budget is known, and stays that number for the whole run."""
+
+    def __init__(self, address: str | None = None, num_cpus: int | None = None, **kwargs: Any) -> None:
+        super().__init__(backend="ray", **kwargs)
+        section = Section("executor", {"address": address, "num_cpus": num_cpus}, null="for the machine's")
+        self.address = _address(section)
+        self.num_cpus = section.number("num_cpus", None, integer=True, positive=True, unit="CPUs of a local Ray")
+
+    def map_unordered(self, fn: Callable[..., dict[str, Any]], settings: dict[str, Any],
+                      tasks: Iterable[Any]) -> Iterator[dict[str, Any]]:
+        ray = require("ray", _missing("ray", "ray"))
+        started = not ray.is_initialized()
+        if started:
+            # "local", not None: None joins whatever cluster /tmp/ray/ray_current_cluster names
+            # (another user's run, a stale `ray start`), with its code and its limits.
+            ray.init(address=self.address or "local", num_cpus=self.num_cpus, include_dashboard=False,
+                     log_to_driver=False, configure_logging=False)
+        actors: list[Any] = []
+        try:
+            count = self.processes(ray)
+            host = ray.remote(num_cpus=0, max_concurrency=-(-self.n_jobs // count))(_TaskHost)
+            actors = [host.remote() for _ in range(count)]
+            yield from _ray_unordered(ray, actors, fn, with_processes(settings, count), iter(tasks),
+                                      window=2 * self.n_jobs)
+        finally:
+            for actor in actors:
+                ray.kill(actor)
+            if started:
+                ray.shutdown()
+
+    def processes(self, cluster: Any = None) -> int:
+        """One actor process per CPU of the cluster, at most one per session."""
+        cpus = int(cluster.cluster_resources().get("CPU", 1)) if cluster is not None else (self.num_cpus or 1)
+        return max(1, min(self.n_jobs, cpus))
+
+
+class _TaskHost:
+    """A Ray actor: one worker process that runs tasks on its threads."""
+
+    def run(self, fn: Callable[..., Any], settings: dict[str, Any], task: Any) -> Any:
+        return fn(settings, task)
+
+
+def _ray_unordered(ray: Any, actors: list[Any], fn: Callable[..., Any], settings: dict[str, Any],
+                   tasks: Iterator[Any], window: int) -> Iterator[dict[str, Any]]:
+    shared = ray.put(settings)  # sent to the cluster once, not with every task
+    load = dict.fromkeys(range(len(actors)), 0)
+    owner: dict[Any, int] = {}
+
+    def submit(task: Any) -> Any:
+        index = min(load, key=load.__getitem__)  # the least busy actor
+        load[index] += 1
+        ref = actors[index].run.remote(fn, shared, task)
+        owner[ref] = index
+        return ref
+
+    # range first: zip stops on it without pulling (and losing) one more task
+    in_flight = [submit(task) for _, task in zip(range(window), tasks)]
+    while in_flight:
+        done, in_flight = ray.wait(in_flight, num_returns=1)
+        load[owner.pop(done[0])] -= 1
+        yield ray.get(done[0])
+        for task in tasks:
+            in_flight.append(submit(task))
+            break

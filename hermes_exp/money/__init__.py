@@ -1,0 +1,12 @@
+"""Money: pricing, the run's budget, the spend journal of calls in flight, and the sweep budget.
+
+- budget: Spending limits: the run's budget (`budget.max_cost_usd`, counted over every invocation of the run)
+  and a per-task cap (`budget.max_task_cost_usd`)
+- cost: Tokens and dollars of a model call: usage normalised across providers; cost from the provider's own
+  accounting (`usage.cost`, as OpenRouter reports it) or else from the model's per-million-token prices
+- journal: What model calls in flight may have cost, on disk before a call is sent: so a kill -9 of the whole
+  run cannot make the next invocation forget money it spent
+- sweep_budget: One budget for a whole sweep (`budget.sweep_max_cost_usd`): every job of a `-m` sweep, in
+  whatever process a launcher runs it, and every worker process of a job, books its calls in one small SQLite
+  file in the sweep directory
+"""

@@ -1,0 +1,170 @@
+"""The resolved run config as plain data, its validation, and its identity hash."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from hermes_exp.settings import count_limits
+from hermes_exp.dataset.tasks import canonical_json
+from hermes_exp.errors import ConfigError, MissingApiKeyError
+
+FORMAT_VERSION = 1
+# Config that changes what a run produces. Everything else (workers, batch size, paths, retry
+# counts, progress, key names, endpoints) may change between invocations of one run.
+IDENTITY_KEYS = ["model", "provider", "distribution", "sandbox", "max_turns", "system_prompt",
+                 "ephemeral_system_prompt", "prefill_messages", "seed", "tools", "toolsets"]
+# Inside `toolsets`, at any depth: where a backend is and how it is reached, not what it does.
+TOOLSET_NOT_IDENTITY = {"url", "base_url", "api_key_env", "timeout", "description"}
+NOT_IDENTITY = {
+    "model": ["api_key_env", "base_url", "timeout", "retry", "rate_limit", "pricing", "mock_server.latency_ms",
+              "mock_server.fail_rate", "mock_server.faults", "mock_server.usage_cost", "mock_server.provider_name", "cache_control",
+              "mock_server.summary_chars"],
+    "provider": ["api_key_env", "base_url", "headers"],
+    "sandbox": ["_target_", "root", "keep", "max_sandboxes", "pull_timeout", "output_limit", "max_builds",
+                "max_starts_per_second", "warm_pool", "remove_in_background", "runtime"],
+    "distribution": ["description"],
+}
+
+
+def to_plain(cfg: DictConfig) -> dict[str, Any]:
+    """Resolve interpolations into a plain dict (no Hydra node survives into workers)."""
+    plain = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    plain.pop("hydra", None)
+    return plain
+
+
+def _drop(tree: dict[str, Any], dotted: str) -> None:
+    *parents, leaf = dotted.split(".")
+    for part in parents:
+        tree = tree.get(part)
+        if not isinstance(tree, dict):
+            return
+    tree.pop(leaf, None)
+
+
+def _without_keys(tree: Any, keys: set[str]) -> Any:
+    if isinstance(tree, dict):
+        return {k: _without_keys(v, keys) for k, v in tree.items() if k not in keys}
+    if isinstance(tree, list):
+        return [_without_keys(v, keys) for v in tree]
+    return tree
+
+
+def identity_config(settings: dict[str, Any]) -> dict[str, Any]:
+    """The part of the settings that decides results (with the prefill file's content, not path)."""
+    ident = {key: copy.deepcopy(settings.get(key)) for key in IDENTITY_KEYS}
+    for group, keys in NOT_IDENTITY.items():
+        for dotted in keys:
+            if isinstance(ident.get(group), dict):
+                _drop(ident[group], dotted)
+    ident["toolsets"] = _without_keys(ident.get("toolsets") or {}, TOOLSET_NOT_IDENTITY)
+    ident["prefill_messages"] = load_prefill(settings.get("prefill_messages"))
+    limits = settings.get("limits") or {}
+    if any(v is not None for v in limits.values()):  # unset limits leave earlier runs' identities as they were
+        ident["limits"] = copy.deepcopy(limits)
+    if (settings.get("agent") or {}).get("kind", "model") != "model":
+        ident["agent"] = copy.deepcopy(settings["agent"])  # control runs (oracle, nop) never mix with model runs
+    ident["format_version"] = FORMAT_VERSION
+    return ident
+
+
+# Sent at call time but never saved: the ledger keeps their digest, which still tells experiments apart.
+NEVER_SAVED = ("ephemeral_system_prompt", "prefill_messages")
+
+
+def stored_identity(settings: dict[str, Any]) -> dict[str, Any]:
+    """identity_config as written to the ledger: the never-saved parts only as digests."""
+    ident = identity_config(settings)
+    for key in NEVER_SAVED:
+        if ident.get(key):
+            digest = hashlib.blake2b(canonical_json(ident[key]).encode(), digest_size=12).hexdigest()
+            ident[key] = {"blake2b": digest}
+    return ident
+
+
+def identity_hash(settings: dict[str, Any]) -> str:
+    digest = hashlib.blake2b(canonical_json(identity_config(settings)).encode(), digest_size=12)
+    return f"id1:{digest.hexdigest()}"
+
+
+def load_prefill(path: str | None) -> list[dict[str, Any]]:
+    """Messages prepended at call time (a JSON list or JSONL of {role, content}); never saved."""
+    if not path:
+        return []
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise ConfigError(f"prefill_messages: file not found: {p}", "set prefill_messages to a JSON file or null")
+    text = p.read_text(encoding="utf-8")
+    try:
+        data = json.loads(text) if text.lstrip().startswith("[") else [json.loads(x) for x in text.splitlines() if x.strip()]
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"prefill_messages: {p} is not JSON ({exc.msg}, line {exc.lineno})",
+                          "write a JSON list of {\"role\": ..., \"content\": ...} objects") from exc
+    if not all(isinstance(m, dict) and m.get("role") in {"system", "user", "assistant"} for m in data):
+        raise ConfigError(f"prefill_messages: {p} must hold messages with role system, user or assistant",
+                          "write a JSON list of {\"role\": ..., \"content\": ...} objects")
+    return data
+
+
+def check(settings: dict[str, Any]) -> dict[str, float]:
+    """Validate what must be right before any work; return the distribution the run draws from."""
+    check_basics(settings)
+    return check_toolsets(settings)
+
+
+def check_basics(settings: dict[str, Any]) -> None:
+    """check() but the toolsets: names, counts, the model's and agent's options, the API key."""
+    run_name = settings.get("run_name")
+    if isinstance(run_name, bool):  # `run_name: true` in a config file: the word written
+        settings["run_name"] = run_name = str(run_name).lower()
+    elif isinstance(run_name, (int, float)):  # `run_name: 2024` in a config file (the command line's stays text)
+        settings["run_name"] = run_name = str(run_name)
+    if not isinstance(run_name, str) or not run_name.strip() or run_name != run_name.strip():
+        raise ConfigError(f"run_name must be a non-empty name, got {run_name!r}",
+                          "set run_name=<name>, e.g. run_name=my_first_run")
+    for key in ("max_turns", "num_workers", "batch_size"):
+        value = settings.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{key} must be a positive integer, got {value!r}", f"set {key}=<n> with n >= 1")
+    count_limits.check(settings)  # counts that would hang the run instead of failing
+    if settings.get("max_samples") is not None and (not isinstance(settings["max_samples"], int) or settings["max_samples"] < 1):
+        raise ConfigError(f"max_samples must be a positive integer or null, got {settings['max_samples']!r}",
+                          "set max_samples=<n> or max_samples=null")
+    load_prefill(settings.get("prefill_messages"))
+    from hermes_exp.agent.limits import TaskLimits
+
+    TaskLimits.from_settings(settings)
+    from hermes_exp.model.checks import check_config  # sampling, routing, reasoning, retry, rate limit, budget
+
+    check_config(settings)
+    api_key(settings)
+
+
+def check_toolsets(settings: dict[str, Any]) -> dict[str, float]:
+    """Every toolset the distribution can draw is defined and usable: its tools built from config (each
+    tool module imported), the distribution validated; return the distribution the run draws from."""
+    from hermes_exp.tools.readiness import drawable
+    from hermes_exp.tools.registry import Registry
+
+    return drawable(settings, Registry.from_settings(settings))  # the demo's warning: when tasks start
+
+
+def api_key(settings: dict[str, Any]) -> str:
+    """The API key, read from the environment variable the config names (never from config)."""
+    var = (settings.get("provider") or {}).get("api_key_env")
+    if not var:
+        return "not-needed"
+    value = os.environ.get(var, "")
+    if not value:
+        model = (settings.get("model") or {}).get("name", "?")
+        raise MissingApiKeyError(
+            f"the API key for model {model!r} is read from the environment variable {var}, which is not set",
+            f"export {var}=... (the key never goes into config files), or run offline with model=mock")
+    return value
