@@ -26,7 +26,7 @@ BIG = 200_000  # characters of one message: no other block the agent's code hold
 class RecordingServer:
     """Answers the requests on each connection as `script` says, in order (an HTTP status, or "drop":
     close the connection without an answer; then 200 with a completion), and records each request's
-    body and the blocks of at least BIG bytes allocated in hermes_exp/agent/ that are alive while the
+    body and the blocks of at least BIG bytes allocated in hermes_exp/model/ that are alive while the
     request waits for its answer."""
 
     def __init__(self, script: list[str]) -> None:
@@ -68,7 +68,7 @@ def _read_body(reader) -> bytes | None:
 def _agent_blocks() -> list[int]:
     """Looked at again a few times: the client may not have dropped the copy it wrote yet."""
     for _ in range(20):
-        snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(True, "*/hermes_exp/agent/*")])
+        snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(True, "*/hermes_exp/model/*")])
         held = [trace.size for trace in snapshot.traces if trace.size >= BIG]
         if not held:
             break

@@ -1,6 +1,6 @@
-"""The model client: the only module that imports `openai`. One client per process and run, shared by
-its workers: it builds each request from config (agent/wire.py), waits for the shared rate limiter,
-reserves the call's worst-case cost against the budget, retries transient failures, and prices usage."""
+"""The model client. One client per process and run, shared by its workers: it builds each request from
+config (model/wire.py), waits for the shared rate limiter, reserves the call's worst-case cost against the
+budget, sends it (model/transport.py), retries transient failures, and prices usage."""
 
 from __future__ import annotations
 
@@ -13,13 +13,11 @@ from dataclasses import dataclass, field
 from sys import intern
 from typing import Any
 
-import openai
-
 from hermes_exp.model.cache import CacheControl
 from hermes_exp.model.encode import Body
 from hermes_exp.model.ratelimit import Limits, RateLimiter
-from hermes_exp.model.retry import AuthCircuit, Failure, RetryPolicy, retry_after, upstream_failure
-from hermes_exp.model.transport import ExchangeError, Transport
+from hermes_exp.model.retry import AuthCircuit, Failure, RetryPolicy, upstream_failure
+from hermes_exp.model.transport import AttemptFailed, Transport
 from hermes_exp.model.wire import SAMPLING_KEYS, Interop, call_request, static_request
 from hermes_exp.money import sweep_budget
 from hermes_exp.money.budget import Budget, BudgetLimits, TaskMeter
@@ -132,14 +130,8 @@ class ModelClient:
                 reply = self._reply(response, attempt)
                 tokens = reply.usage.get("total_tokens")
                 return reply
-        except openai.APIStatusError as exc:
-            failure = Failure(_describe(exc), exc.status_code, retry_after(exc.response.headers))
-        except openai.APIConnectionError as exc:  # includes the SDK's timeouts
-            failure = Failure(_describe(exc))
-        except ExchangeError as exc:
-            failure = Failure(_one_line(f"APIConnectionError: {exc}"))
-        except TimeoutError:
-            failure = Failure(f"APITimeoutError: no whole answer within model.timeout ({self._transport.timeout:g} s)")
+        except AttemptFailed as exc:  # an error status, a failed exchange, no whole answer in time
+            failure = exc.failure
         finally:
             self.limiter.release(ticket, rate_limited=failure is not None and failure.rate_limited, tokens=tokens)
         return failure
@@ -204,19 +196,3 @@ def _in_body_failure(response: Any) -> Failure | None:
         return upstream_failure({"error": error if isinstance(error, dict) else {"message": "finish_reason=error"}})
     return None
 
-
-def _describe(exc: Exception) -> str:
-    status = getattr(exc, "status_code", None)
-    kind = type(exc).__name__
-    message = getattr(exc, "message", None) or str(exc)
-    if status:
-        return _one_line(f"{kind} (HTTP {status}): {message}")
-    cause = exc.__cause__  # what the connection failed on (refused, reset, a TLS certificate, ...)
-    if cause is not None and str(cause):
-        return _one_line(f"{kind}: {message} ({type(cause).__name__}: {cause})")
-    return _one_line(f"{kind}: {message}")
-
-
-def _one_line(text: str) -> str:
-    """The libraries' messages may span lines (aiohttp quotes the bytes it could not parse): one line."""
-    return " ".join(text.split())

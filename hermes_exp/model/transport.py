@@ -1,4 +1,4 @@
-"""How a model call is sent: the openai SDK's own aiohttp client (`openai.DefaultAioHttpClient`) on one
+"""How a model call is sent (the only module that imports `openai`): the openai SDK's own aiohttp client (`openai.DefaultAioHttpClient`) on one
 event loop per process, run by a daemon thread and shared by every client of the process (the agent's,
 the judge's, vision's, compression's) and so by all its session threads. A session thread submits its
 call to the loop and waits on the call's future; the loop holds one connection pool per client.
@@ -22,6 +22,8 @@ import aiohttp
 import httpx  # noqa: F401 - see below
 import openai
 
+from hermes_exp.model.retry import Failure, retry_after
+
 # openai 3.x looks for the legacy `httpx` in sys.modules on every request, from the loop's thread: a
 # session thread importing it meanwhile (the web tools do, lazily) lets the SDK see a half-initialised
 # module and fail the call with an AttributeError. Imported whole here, before any call is sent.
@@ -39,9 +41,13 @@ _open: set[openai.AsyncOpenAI] = set()  # clients whose connection pools are sti
 _closing: set[asyncio.Task[None]] = set()  # held until done: the loop keeps only weak references to tasks
 
 
-class ExchangeError(Exception):
-    """An exchange that failed in a way the SDK does not name (an answer that is not HTTP): raised as
-    a failed connection is."""
+class AttemptFailed(Exception):
+    """One attempt that got no answer to use: an error status, a failed exchange, no whole answer within
+    the timeout. `failure` says what, in one line, with the status and the wait the server asked for."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
 
 
 class Transport:
@@ -62,14 +68,22 @@ class Transport:
         weakref.finalize(self, _close_soon, self._loop, self.client)
 
     def post(self, content: bytes) -> bytes:
-        """The 2xx answer's body. Raises openai.APIStatusError for an error status, APIConnectionError
-        (or ExchangeError) for a failed exchange, TimeoutError when the attempt outlasted the timeout."""
+        """The 2xx answer's body. Raises AttemptFailed for anything else."""
         if threading.current_thread() is _loop_thread:
             raise RuntimeError("a model call cannot wait for its answer on the event loop it is sent from")
         future = asyncio.run_coroutine_threadsafe(self._post(content), self._loop)
         del content  # the request holds the body until it is answered; this frame need not
         try:
             return future.result()
+        except openai.APIStatusError as exc:
+            raise AttemptFailed(Failure(_describe(exc), exc.status_code, retry_after(exc.response.headers))) from None
+        except openai.APIConnectionError as exc:  # includes the SDK's own timeouts
+            raise AttemptFailed(Failure(_describe(exc))) from None
+        except TimeoutError:
+            raise AttemptFailed(Failure(f"APITimeoutError: no whole answer within model.timeout ({self.timeout:g} s)")) \
+                from None
+        except AttemptFailed:
+            raise
         except BaseException:
             future.cancel()  # the waiting thread was interrupted: the call is dropped with it
             raise
@@ -81,9 +95,31 @@ class Transport:
             async with asyncio.timeout(self.timeout):  # the whole attempt: connect, send, every read
                 return await self.client.post(self._path, cast_to=bytes, content=content)
         except aiohttp.ClientError as exc:  # what the SDK's aiohttp adapter does not map to its own errors
-            raise ExchangeError(f"{type(exc).__name__}: {getattr(exc, 'message', None) or exc}") from exc
+            raise _failed(f"APIConnectionError: {type(exc).__name__}: {getattr(exc, 'message', None) or exc}") from None
         except ValueError as exc:  # aiohttp refuses a header that would split the request; nothing was sent
-            raise ExchangeError(f"the request was not sent: {exc}") from exc
+            raise _failed(f"APIConnectionError: the request was not sent: {exc}") from None
+
+
+def _failed(message: str) -> AttemptFailed:
+    return AttemptFailed(Failure(_one_line(message)))
+
+
+def _describe(exc: openai.APIError) -> str:
+    """The SDK's error in one line: its class, the HTTP status, its message, and what a failed connection
+    failed on (refused, reset, a TLS certificate, ...)."""
+    status = getattr(exc, "status_code", None)
+    kind, message = type(exc).__name__, exc.message or str(exc)
+    if status:
+        return _one_line(f"{kind} (HTTP {status}): {message}")
+    cause = exc.__cause__
+    if cause is not None and str(cause):
+        return _one_line(f"{kind}: {message} ({type(cause).__name__}: {cause})")
+    return _one_line(f"{kind}: {message}")
+
+
+def _one_line(text: str) -> str:
+    """The libraries' messages may span lines (aiohttp quotes the bytes it could not parse): one line."""
+    return " ".join(text.split())
 
 
 def event_loop() -> asyncio.AbstractEventLoop:
