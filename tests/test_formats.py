@@ -22,12 +22,12 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 from conftest import known_tools  # noqa: E402
 
 from hermes_exp.errors import ConfigError  # noqa: E402
-from hermes_exp.store.formats import (OPENAI_FILE, PARQUET_FILE, chosen_formats, write_formats,  # noqa: E402
-                                      write_openai_messages, write_parquet)
+from hermes_exp.store.formats import OPENAI_FILE, PARQUET_FILE, chosen_formats, write_parquet  # noqa: E402
 from hermes_exp.store.ledger import Ledger  # noqa: E402
 from hermes_exp.store.views import VIEWS, create_views  # noqa: E402
 
 DEMO = Path(__file__).resolve().parents[1] / "hermes_exp" / "data" / "demo_prompts.jsonl"
+MINIMAL = ("run_name=minimal", "distribution=terminal_only", "distribution.toolsets.file=0")
 
 
 def run_cli(tmp: Path, *overrides: str) -> None:
@@ -40,9 +40,10 @@ def run_cli(tmp: Path, *overrides: str) -> None:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     """A terminal-only run and an all-tools run that drops reasoning (so some tasks are filtered)."""
     tmp = tmp_path_factory.mktemp("runs")
-    run_cli(tmp, "run_name=minimal", "distribution=terminal_only", "distribution.toolsets.file=0")
+    formats = "outputs.formats=[sharegpt,openai]"  # the OpenAI file as a run writes it
+    run_cli(tmp, *MINIMAL, formats)
     run_cli(tmp, "run_name=default", "distribution=default", "model.mock_server.no_reasoning_rate=0.4",
-            "model.mock_server.bad_tool_rate=0.3")
+            "model.mock_server.bad_tool_rate=0.3", formats)
     return [tmp / "outputs" / "minimal", tmp / "outputs" / "default"]
 
 
@@ -67,7 +68,6 @@ def test_openai_messages_are_exactly_as_sent_and_load_together(runs: list[Path],
     for run in runs:
         ledger = Ledger(run / "ledger.db")
         try:
-            write_openai_messages(ledger, run, "mock")
             raw = {r["prompt_index"]: json.loads(r["result"])["messages"] for r in ledger.rows(("done",))}
         finally:
             ledger.close()
@@ -100,18 +100,16 @@ def test_parquet_export_loads_with_pyarrow_and_datasets(runs: list[Path], tmp_pa
     assert len(ds) == sum(kept(r) for r in runs)
 
 
-def test_formats_are_chosen_by_config(runs: list[Path]) -> None:
-    run = runs[0]
-    for name in (OPENAI_FILE, PARQUET_FILE):
-        (run / name).unlink(missing_ok=True)
-    ledger = Ledger(run / "ledger.db")
-    try:
-        settings = {"model": {"name": "mock"}, "outputs": {"formats": ["sharegpt", "parquet"]}}
-        assert write_formats(ledger, run, settings) == [run / PARQUET_FILE]
-        assert not (run / OPENAI_FILE).exists()
-        assert write_formats(ledger, run, {"model": {"name": "mock"}}) == []  # default: ShareGPT only
-    finally:
-        ledger.close()
+def test_formats_are_chosen_by_config(runs: list[Path], tmp_path: Path) -> None:
+    """action=export writes the formats the config chooses and removes the ones it no longer does."""
+    run = tmp_path / "outputs" / "minimal"
+    shutil.copytree(runs[0], run)
+    assert (run / OPENAI_FILE).is_file()  # the run chose it
+    run_cli(tmp_path, *MINIMAL, "action=export", "outputs.formats=[sharegpt,parquet]")
+    assert (run / PARQUET_FILE).is_file() and not (run / OPENAI_FILE).exists()
+    run_cli(tmp_path, *MINIMAL, "action=export")  # default: ShareGPT only
+    assert not (run / PARQUET_FILE).exists() and not (run / OPENAI_FILE).exists()
+    assert (run / "trajectories.jsonl").read_text().count("\n") == kept(run)
     with pytest.raises(ConfigError, match="outputs.formats.*'xml'") as err:
         chosen_formats({"outputs": {"formats": ["sharegpt", "xml"]}})
     assert "sharegpt, openai, parquet" in str(err.value)

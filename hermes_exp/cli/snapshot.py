@@ -19,8 +19,6 @@ def save(cfg: DictConfig) -> None:
     config.yaml reproduces the run on its own: it carries our run/sweep directory rules."""
     from hydra.core.hydra_config import HydraConfig
 
-    from hermes_exp.settings.paths import config_dir
-
     hydra_cfg = HydraConfig.get()
     out = Path(hydra_cfg.runtime.output_dir) / ".hydra"
     out.mkdir(parents=True, exist_ok=True)
@@ -28,25 +26,8 @@ def save(cfg: DictConfig) -> None:
     key = _snapshot_digest(config, hydra)
     if key is not None and _snapshot_current(out, key):  # the same invocation as the last one: its files are these
         return
-    saved = OmegaConf.create(config)
-    saved.hydra = OmegaConf.load(config_dir() / "config.yaml").hydra
-    header = ""
-    if saved.get("ephemeral_system_prompt"):  # sent, never saved: the snapshot says so instead
-        saved.ephemeral_system_prompt = None
-        header = ("# ephemeral_system_prompt was set: it is sent, never saved; pass it again to reproduce "
-                  "this run\n")
-    hydra_node = OmegaConf.create({"hydra": hydra})
-    if "action" in saved:  # the snapshot reproduces the run: it runs, whatever verb the last run was given
-        saved.action = "run"
-    given = [o for o in hydra_cfg.overrides.task if not _is_action(o)]
-    hydra_node.hydra.overrides.task = overrides = [_unsaved(o) for o in given]
-    dirname = hydra_node.hydra.job.get("override_dirname") or ""
-    for o in hydra_cfg.overrides.task:
-        if _is_action(o):
-            dirname = ",".join(part for part in dirname.split(",") if part != o.lstrip("+~"))
-    for o, kept in zip(given, overrides):
-        dirname = dirname.replace(o.lstrip("+~"), kept)
-    hydra_node.hydra.job.override_dirname = dirname
+    saved, header = _saved_config(config)
+    hydra_node, overrides = _saved_hydra(hydra, list(hydra_cfg.overrides.task))
     files = {"config.yaml": saved, "hydra.yaml": hydra_node, "overrides.yaml": OmegaConf.create(overrides)}
     for name, node in files.items():
         with atomic_writer(out / name) as fh:
@@ -56,6 +37,38 @@ def save(cfg: DictConfig) -> None:
             fh.write(json.dumps({"key": key, "files": _stats(out)}))
     else:
         (out / SNAPSHOT_KEY).unlink(missing_ok=True)
+
+
+def _saved_config(config: object) -> tuple[DictConfig, str]:
+    """config.yaml's content (with our run/sweep directory rules) and the header written above it."""
+    from hermes_exp.settings.paths import config_dir
+
+    saved = OmegaConf.create(config)
+    saved.hydra = OmegaConf.load(config_dir() / "config.yaml").hydra
+    header = ""
+    if saved.get("ephemeral_system_prompt"):  # sent, never saved: the snapshot says so instead
+        saved.ephemeral_system_prompt = None
+        header = ("# ephemeral_system_prompt was set: it is sent, never saved; pass it again to reproduce "
+                  "this run\n")
+    if "action" in saved:  # the snapshot reproduces the run: it runs, whatever verb the last run was given
+        saved.action = "run"
+    return saved, header
+
+
+def _saved_hydra(hydra: object, task: list[str]) -> tuple[DictConfig, list[str]]:
+    """hydra.yaml's content and the saved overrides: the command line's `task` overrides without the
+    action and with never-saved values left out, in the overrides and the override dirname alike."""
+    hydra_node = OmegaConf.create({"hydra": hydra})
+    given = [o for o in task if not _is_action(o)]
+    hydra_node.hydra.overrides.task = overrides = [_unsaved(o) for o in given]
+    dirname = hydra_node.hydra.job.get("override_dirname") or ""
+    for o in task:
+        if _is_action(o):
+            dirname = ",".join(part for part in dirname.split(",") if part != o.lstrip("+~"))
+    for o, kept in zip(given, overrides):
+        dirname = dirname.replace(o.lstrip("+~"), kept)
+    hydra_node.hydra.job.override_dirname = dirname
+    return hydra_node, overrides
 
 
 SNAPSHOT_KEY = ".snapshot-key"  # what the snapshot was made from (a digest), and its files as written

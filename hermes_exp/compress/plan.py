@@ -60,15 +60,3 @@ def assemble(turns: list[Turn], region: Region, summary: str, notice: str | None
     if notice and head and head[0].get("from") == "system":
         head[0]["value"] += notice
     return [*head, {"from": "human", "value": summary}, *(dict(t) for t in turns[region.until:])]
-
-
-def pairs_intact(turns: list[Turn]) -> bool:
-    """Every tool turn follows a gpt turn with as many tool calls as it has responses."""
-    for i, turn in enumerate(turns):
-        if turn.get("from") != "tool":
-            continue
-        before = turns[i - 1] if i else {}
-        calls = before.get("value", "").count("<tool_call>") if before.get("from") == "gpt" else 0
-        if calls != turn.get("value", "").count("<tool_response>"):
-            return False
-    return True

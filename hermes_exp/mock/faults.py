@@ -26,7 +26,8 @@ KINDS = ("ok", "timeout", "reset", "error_body", "error_finish", "length", "cont
 NOT_JSON = b"{this is not json"
 
 
-def _error(message: str, type_: str, code: Any) -> dict[str, Any]:
+def error_payload(message: str, type_: str, code: Any) -> dict[str, Any]:
+    """An OpenAI-shaped error body: every error the mock server answers has this shape."""
     return {"error": {"message": message, "type": type_, "code": code}}
 
 
@@ -76,22 +77,23 @@ class Faults:
         if kind == "not_json":
             return 200, NOT_JSON, {}
         if kind == "null_content":
-            return 500, _error("Internal Server Error: message content must not be null", "server_error", 500), {}
+            message = "Internal Server Error: message content must not be null"
+            return 500, error_payload(message, "server_error", 500), {}
         if kind == "context_length":
-            error = _error("This model's maximum context length is 8192 tokens. However, your messages resulted "
+            error = error_payload("This model's maximum context length is 8192 tokens. However, your messages resulted "
                            "in 9120 tokens. Please reduce the length of the messages.", "invalid_request_error",
                            "context_length_exceeded")
             return 400, error, {}
         if kind == "error_body":
-            error = _error("upstream provider overloaded", "provider_error", 502)
+            error = error_payload("upstream provider overloaded", "provider_error", 502)
             error["error"]["metadata"] = {"provider_name": "MockUpstream"}
             return 200, error, {}
         if kind == "429":
             ms = self.retry_after_ms
-            return 429, _error("injected rate limit; retry later", STATUSES[kind], 429), {
+            return 429, error_payload("injected rate limit; retry later", STATUSES[kind], 429), {
                 "Retry-After": f"{ms / 1000:g}", "retry-after-ms": f"{ms:g}"}
         if kind in STATUSES:
-            return int(kind), _error(f"injected HTTP {kind}", STATUSES[kind], int(kind)), {}
+            return int(kind), error_payload(f"injected HTTP {kind}", STATUSES[kind], int(kind)), {}
         return None
 
 

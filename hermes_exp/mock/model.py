@@ -184,8 +184,12 @@ def _followups(body: dict[str, Any], prompt: str, tools: list[str], step: int, m
     k = step if len(plan) >= len(turns) else step - len(plan)
     if not 0 <= k < len(turns):
         return []
-    results = [_text(m.get("content")) for m in messages if m.get("role") == "tool"]
-    return [(name, mock_followups.fill(args, results)) for name, args in turns[k]]
+    return [(name, mock_followups.fill(args, _tool_results(messages))) for name, args in turns[k]]
+
+
+def _tool_results(messages: list[dict[str, Any]]) -> list[str]:
+    """The text of every tool result in the conversation, in order."""
+    return [_text(m.get("content")) for m in messages if m.get("role") == "tool"]
 
 
 SUMMARY_MARK = "TURNS TO SUMMARIZE:"
@@ -214,33 +218,49 @@ def completion(body: dict[str, Any], seed: int, bad_tool_rate: float, no_reasoni
                                                               f"{site}/browser/" if site else None)
     if action is None and more:
         action, more = more[0], more[1:]
-    asked = f"The user asked {' '.join(prompt.split())[:80]!r}"
-    message: dict[str, Any] = {"role": "assistant"}
     if seen:
-        message["content"] = seen
-        reasoning = "The user showed me an image; I describe what I see."
-        finish, out_text = "stop", seen
+        message = {"role": "assistant", "content": seen}
+        reasoning, out_text = "The user showed me an image; I describe what I see.", seen
     elif action is None:
-        results = [_text(m.get("content")) for m in messages if m.get("role") == "tool"]
-        quoted = " ".join(f"[{i}] {json.dumps(r[:200], ensure_ascii=False)}" for i, r in enumerate(results, 1))
-        message["content"] = judge_answer(prompt) or _stated_answer(prompt) or (
-            f"Done. I ran {len(results)} tools." + (f" Results: {quoted}" if quoted else ""))
-        reasoning = f"{asked}; I have {len(results)} tool results, so I will now give the final answer."
-        finish, out_text = "stop", message["content"]
+        message, reasoning, out_text = _final_answer(prompt, messages)
     else:
-        name, args = action
-        arguments = json.dumps(_fill(args, messages, site), ensure_ascii=False)
-        message["content"] = _INTROS.get(name, f"Let me call {name}.")
-        message["tool_calls"] = [{"id": f"call_{step}_{i}", "type": "function", "function": {"name": n, "arguments": a}}
-                                 for i, (n, a) in enumerate([(name, arguments),
-                                                             *((n, json.dumps(a, ensure_ascii=False)) for n, a in more)])]
-        reasoning = f"{asked}; this is step {step}, next I will call {name} because it is next in my plan."
-        finish, out_text = "tool_calls", message["content"] + arguments
+        message, reasoning, out_text = _tool_turn(prompt, messages, step, [action, *more], site)
+    finish = "tool_calls" if "tool_calls" in message else "stop"
     if draw(seed, prompt, "reasoning").random() < no_reasoning_rate:
         reasoning = ""
     else:
         message["reasoning"] = message["reasoning_content"] = reasoning
     return _answer(body, seed, message, finish, reasoning, out_text)
+
+
+def _asked(prompt: str) -> str:
+    return f"The user asked {' '.join(prompt.split())[:80]!r}"
+
+
+def _final_answer(prompt: str, messages: list[dict[str, Any]]) -> tuple[dict[str, Any], str, str]:
+    """The closing turn (message, reasoning, the text it counts as output): the judge's verdict, the
+    prompt's ANSWER:, or the tool results quoted."""
+    results = _tool_results(messages)
+    quoted = " ".join(f"[{i}] {json.dumps(r[:200], ensure_ascii=False)}" for i, r in enumerate(results, 1))
+    content = judge_answer(prompt) or _stated_answer(prompt) or (
+        f"Done. I ran {len(results)} tools." + (f" Results: {quoted}" if quoted else ""))
+    reasoning = f"{_asked(prompt)}; I have {len(results)} tool results, so I will now give the final answer."
+    return {"role": "assistant", "content": content}, reasoning, content
+
+
+def _tool_turn(prompt: str, messages: list[dict[str, Any]], step: int, calls: list[Action],
+               site: str) -> tuple[dict[str, Any], str, str]:
+    """A turn of parallel tool calls (message, reasoning, the text it counts as output); the first call's
+    placeholders are filled from the conversation, the others' (followups) already are."""
+    (name, args), more = calls[0], calls[1:]
+    arguments = json.dumps(_fill(args, messages, site), ensure_ascii=False)
+    content = _INTROS.get(name, f"Let me call {name}.")
+    encoded = [(name, arguments), *((n, json.dumps(a, ensure_ascii=False)) for n, a in more)]
+    message = {"role": "assistant", "content": content,
+               "tool_calls": [{"id": f"call_{step}_{i}", "type": "function", "function": {"name": n, "arguments": a}}
+                              for i, (n, a) in enumerate(encoded)]}
+    reasoning = f"{_asked(prompt)}; this is step {step}, next I will call {name} because it is next in my plan."
+    return message, reasoning, content + arguments
 
 
 def tokens(text: str) -> int:

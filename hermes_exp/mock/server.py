@@ -19,15 +19,11 @@ from hermes_exp.mock import pages as mock_pages
 from hermes_exp.errors import ConfigError
 from hermes_exp.mock import services as mock_services
 from hermes_exp.mock.cache import PromptCache
-from hermes_exp.mock.faults import CHANGES, RESET, Faults, add_accounting
+from hermes_exp.mock.faults import CHANGES, RESET, Faults, Reply, add_accounting, error_payload as _error
 from hermes_exp.mock.model import canon as _canon, completion as _completion, digest as _digest, draw as _draw
-
-Reply = tuple[int, dict[str, Any] | bytes, dict[str, str]]  # status, JSON payload (or raw bytes), extra headers
 
 _SECRET_HEADERS = {"authorization", "api-key", "x-api-key", "proxy-authorization"}
 _CHAT_PATH = "/v1/chat/completions"
-def _error(message: str, type_: str, code: str) -> dict[str, Any]:
-    return {"error": {"message": message, "type": type_, "code": code}}
 
 
 class _Server(ThreadingHTTPServer):
@@ -119,20 +115,18 @@ class _Handler(BaseHTTPRequestHandler):
         return True
 
     def _send_page(self, served: tuple[int, str, bytes]) -> None:
-        status, content_type, data = served
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self._write(*served)
 
     def _send(self, reply: Reply) -> None:
         status, payload, headers = reply
         data = payload if isinstance(payload, bytes) else json.dumps(payload, ensure_ascii=False).encode()
+        self._write(status, "application/json", data, headers)
+
+    def _write(self, status: int, content_type: str, data: bytes, headers: dict[str, str] | None = None) -> None:
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
-        for key, value in headers.items():
+        for key, value in (headers or {}).items():
             self.send_header(key, value)
         self.end_headers()
         self.wfile.write(data)

@@ -151,47 +151,64 @@ def _write(tasks: Tasks, chosen: Selection, stats: StatsBuilder, outs: list[Any]
            kept: _Kept, record: Recorder) -> dict[str, int | None]:
     """Every visible task's lines into trajectories.jsonl, the splits and the OpenAI file (each task's
     line made once), its statistics, its batch place and its index record; the lines each file got."""
-    ends = [0, 0, 0]  # bytes written to trajectories.jsonl, passed.jsonl, failed.jsonl
-    counts = [0, 0, 0]
-    oa_end = oa_count = 0
+    sinks = [_Sink(fh) if fh is not None else None for fh in outs]  # trajectories, passed, failed
+    oa_sink = _Sink(oa) if oa is not None else None
     for task in tasks.each(chosen.visible):
-        row, score = task.row, task.score
+        row = task.row
         done = row["state"] == "done"
-        stats.add(row, task.facts if done else None, score)
+        stats.add(row, task.facts if done else None, task.score)
         if task.facts is None:
-            if done and oa is not None:  # a done row without a result: its OpenAI record, as it always was
+            if done and oa_sink is not None:  # a done row without a result: its OpenAI record, as it always was
                 empty = tasks.book.get(row["key"], {})
                 if chosen.keep(row, empty):
-                    oa_end, oa_count = oa_end + oa.write(tasks.openai_line(task, empty)), oa_count + 1
+                    oa_sink.put(tasks.openai_line(task, empty))
             continue
-        line, source, where, oa_at = None, 0, (0, 0, 0), (0, -1)
-        if done and chosen.keep(row, score):
-            line, source = tasks.line(task)
-            outs[0].write(line)
-            where = (1, ends[0], len(line))
-            places.add_size(row["batch_num"], len(line))
-            kept.add(row["batch_num"], source == 1)
-            if oa is not None:
-                text = tasks.openai_line(task, score)
-                oa_at = (oa_end, len(text))
-                oa_end, oa_count = oa_end + oa.write(text), oa_count + 1
-        if outs[1] is not None and _in_splits(row, score):
-            if line is None:
-                line, source = tasks.line(task)
-            n = 1 if score["passed"] else 2  # type: ignore[index]
-            outs[n].write(line)
-            where = where if where[0] else (n + 1, ends[n], len(line))
-            ends[n], counts[n] = ends[n] + len(line), counts[n] + 1
-        if where[0] == 1:
-            ends[0], counts[0] = ends[0] + where[2], counts[0] + 1
+        where, oa_at = _write_task(tasks, chosen, task, sinks, oa_sink, places, kept)
         if isinstance(row["prompt_index"], int):
             facts = task.entry.raw if task.entry is not None else task.facts
             record.add(row["key"], task.version, row["prompt_index"], where, oa_at, task.shown, facts)
-    files: dict[str, int | None] = {TRAJECTORIES: counts[0]}
-    files.update({name: counts[n + 1] if outs[1] is not None else None for n, name in enumerate(SPLITS)})
-    if oa is not None:
-        files[OPENAI_FILE] = oa_count
+    files: dict[str, int | None] = {TRAJECTORIES: sinks[0].count}  # type: ignore[union-attr]
+    files.update({name: sink.count if sink is not None else None for name, sink in zip(SPLITS, sinks[1:])})
+    if oa_sink is not None:
+        files[OPENAI_FILE] = oa_sink.count
     return files
+
+
+def _write_task(tasks: Tasks, chosen: Selection, task: Any, sinks: list[_Sink | None], oa: _Sink | None,
+                places: BatchPlaces, kept: _Kept) -> tuple[tuple[int, int, int], tuple[int, int]]:
+    """One task with a result: its line into trajectories.jsonl (and its OpenAI record) when kept, into
+    passed.jsonl or failed.jsonl when scored. Returns where the index finds its line (file 1 to 3,
+    offset, length; file 0: nowhere) and its OpenAI record (offset, length; -1: none)."""
+    row, score = task.row, task.score
+    line, where, oa_at = None, (0, 0, 0), (0, -1)
+    if row["state"] == "done" and chosen.keep(row, score):
+        line, source = tasks.line(task)
+        where = (1, *sinks[0].put(line))  # type: ignore[union-attr]
+        places.add_size(row["batch_num"], len(line))
+        kept.add(row["batch_num"], source == 1)
+        if oa is not None:
+            oa_at = oa.put(tasks.openai_line(task, score))
+    if sinks[1] is not None and _in_splits(row, score):
+        if line is None:
+            line, _ = tasks.line(task)
+        n = 1 if score["passed"] else 2  # type: ignore[index]
+        at = sinks[n].put(line)  # type: ignore[union-attr]
+        where = where if where[0] else (n + 1, *at)
+    return where, oa_at
+
+
+class _Sink:
+    """One output file being written: the bytes and the lines it got so far."""
+
+    def __init__(self, fh: Any) -> None:
+        self.fh, self.end, self.count = fh, 0, 0
+
+    def put(self, data: bytes) -> tuple[int, int]:
+        """Append `data`; return where it stands (offset, length)."""
+        at = (self.end, len(data))
+        self.fh.write(data)
+        self.end, self.count = self.end + len(data), self.count + 1
+        return at
 
 
 class _Kept:

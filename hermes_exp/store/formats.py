@@ -14,7 +14,6 @@ from typing import Any
 from hermes_exp.model.reasoning import native_reasoning
 from hermes_exp.errors import ConfigError
 from hermes_exp.store.atomic import atomic_writer
-from hermes_exp.store.ledger import Ledger
 from hermes_exp.store.sharegpt import sent_tools, system_mode
 from hermes_exp.tools.registry import Registry
 from hermes_exp.optional import require
@@ -37,20 +36,6 @@ def chosen_formats(settings: dict[str, Any]) -> list[str]:
     if "parquet" in formats:
         _pyarrow()  # missing, it is said before any work, not after the other files are written
     return formats
-
-
-def write_formats(ledger: Ledger, run_dir: Path, settings: dict[str, Any], chosen: Any = None,
-                  registry: Registry | None = None) -> list[Path]:
-    """Write the extra formats chosen in the settings (after trajectories.jsonl); return their paths.
-    `chosen` (a store.samples.Selection) decides which samples and gives each its score; `registry` is
-    the run's (the tools offered when a row did not keep its own list)."""
-    formats = chosen_formats(settings)
-    written = []
-    if "openai" in formats:
-        written.append(write_openai_messages(ledger, run_dir, settings["model"]["name"], chosen, registry))
-    if "parquet" in formats:
-        written.append(write_parquet(run_dir))
-    return written
 
 
 def openai_message(message: dict[str, Any]) -> dict[str, Any]:
@@ -88,22 +73,6 @@ def openai_record(row: dict[str, Any], result: dict[str, Any], model: str,
         "reward": (score or {}).get("reward"),
         "passed": (score or {}).get("passed"),
     }
-
-
-def write_openai_messages(ledger: Ledger, run_dir: Path, model: str = "", chosen: Any = None,
-                          registry: Registry | None = None) -> Path:
-    """`trajectories.openai.jsonl`: one `{"messages": [...], "tools": "...", ...}` line per kept task."""
-    path = run_dir / OPENAI_FILE
-    with atomic_writer(path) as out:
-        for row in ledger.rows(("done",)):
-            if chosen is not None and not chosen.visible(row):
-                continue
-            result = json.loads(row["result"] or "{}")
-            score = chosen.score(row, result) if chosen is not None else None
-            if chosen is None or chosen.keep(row, score):
-                record = openai_record(row, result, model, score, registry)
-                out.write(json.dumps(record, ensure_ascii=False) + "\n")
-    return path
 
 
 def _pyarrow() -> Any:

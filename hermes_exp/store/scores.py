@@ -5,13 +5,11 @@ Workdir archives for `command` re-verification live in `<run_dir>/archives/`, wr
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from hermes_exp.store.atomic import atomic_writer
 from hermes_exp.store.ledger import FINAL_STATES, Ledger
 
 ARCHIVE_DIR = "archives"
@@ -26,19 +24,6 @@ def save_score(ledger: Ledger, key: str, score: dict[str, Any]) -> None:
            "usage": json.dumps(usage), "scored_at": time.time()}
     with ledger.lock, ledger.db.conn:
         ledger.db["scores"].upsert(row, pk=("key", "verifier"), alter=False)
-
-
-def scores_for(ledger: Ledger, verifiers: Iterable[str]) -> dict[tuple[str, str], dict[str, Any]]:
-    """(key, verifier) -> reward, passed, error, cost of every score under these verifier identities."""
-    wanted = sorted(set(verifiers))
-    if not wanted:
-        return {}
-    cursor = ledger.db.execute(
-        f"SELECT key, verifier, reward, passed, error, cost_usd, api_calls FROM scores "
-        f"WHERE verifier IN ({','.join('?' * len(wanted))})", wanted)
-    return {(k, v): {"reward": r, "passed": None if p is None else bool(p), "error": e, "cost_usd": c or 0.0,
-                     "api_calls": n or 0}
-            for k, v, r, p, e, c, n in cursor}
 
 
 def set_outcome(ledger: Ledger, key: str, state: str, reason: str | None = None, error_class: str | None = None,
@@ -64,15 +49,8 @@ def save_archive(ledger: Ledger, run_dir: Path, key: str, packed: bytes) -> str:
     """Write a task's workdir archive atomically; record its path (relative to the run dir)."""
     path = archive_path(run_dir, key)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(packed)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_writer(path, binary=True) as fh:
+        fh.write(packed)
     rel = str(path.relative_to(run_dir))
     with ledger.lock, ledger.db.conn:
         ledger.db.execute("UPDATE tasks SET archive = ?, archive_bytes = ? WHERE key = ?", [rel, len(packed), key])

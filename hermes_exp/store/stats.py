@@ -89,27 +89,46 @@ class StatsBuilder:
     def build(self, settings: dict[str, Any], invocations: list[dict[str, Any]],
               dataset_tasks: int | None = None) -> dict[str, Any]:
         """`dataset_tasks`: the valid prompts of the dataset as last read (the ledger only knows the
-        tasks it has seen), so `pending` counts what is still to run."""
-        ran = [i for i in invocations if i.get("tasks_run")]
-        duration = sum((i["finished_at"] or i["started_at"]) - i["started_at"] for i in ran)
-        turns = self.reasoning["total_assistant_turns"]
-        with_r = self.reasoning["turns_with_reasoning"]
+        tasks it has seen), so `pending` counts what is still to run. The keys keep their order:
+        statistics.json is written as built."""
+        samples = int(settings.get("samples_per_prompt", 1) or 1)
         return {
             "run_name": settings["run_name"],
             "distribution": settings["distribution"]["name"],
             "model": settings["model"]["name"],
-            "total_prompts": max(dataset_tasks or 0, sum(self.states.values())),
-            "pending": max(dataset_tasks or 0, sum(self.states.values()))
-            - self.states["done"] - self.states["filtered"] - self.states["error"],
+            **self._counts(dataset_tasks),
+            "batch_size": settings["batch_size"],
+            **self._timing(invocations),
+            **self._usage(),
+            **self._outcomes(),
+            "samples_per_prompt": samples,
+            "verification": self.verification.build(samples,
+                                                    str((settings.get("agent") or {}).get("kind", "model"))),
+        }
+
+    def _counts(self, dataset_tasks: int | None) -> dict[str, Any]:
+        """How many tasks there are and where each stands."""
+        total = max(dataset_tasks or 0, sum(self.states.values()))
+        return {
+            "total_prompts": total,
+            "pending": total - self.states["done"] - self.states["filtered"] - self.states["error"],
             "kept": self.states["done"],
             "filtered": self.states["filtered"],
             "failed": self.states["error"],
             "completed_trajectories": self.completed,
             "total_batches": len(self.batches),
-            "batch_size": settings["batch_size"],
-            "completed_at": _iso(self.last_finished),
-            "duration_seconds": round(duration, 3),
-            "invocations": len(ran),
+        }
+
+    def _timing(self, invocations: list[dict[str, Any]]) -> dict[str, Any]:
+        """When the last kept task finished, and the time spent by the invocations that ran tasks."""
+        ran = [i for i in invocations if i.get("tasks_run")]
+        duration = sum((i["finished_at"] or i["started_at"]) - i["started_at"] for i in ran)
+        return {"completed_at": _iso(self.last_finished), "duration_seconds": round(duration, 3),
+                "invocations": len(ran)}
+
+    def _usage(self) -> dict[str, Any]:
+        """Calls, tokens, money and providers."""
+        return {
             "api_calls": self.api_calls,
             "tokens": dict(self.tokens),
             # share of prompt tokens read from the provider's cache (model.cache_control)
@@ -118,6 +137,13 @@ class StatsBuilder:
             "cost_usd": round(self.cost_usd, 8),
             "spent_usd": round(self.spent_usd, 8),
             "served_by": dict(sorted(self.served_by.items())),
+        }
+
+    def _outcomes(self) -> dict[str, Any]:
+        """Tools, reasoning, why trajectories stopped, and why tasks were discarded or failed."""
+        turns = self.reasoning["total_assistant_turns"]
+        with_r = self.reasoning["turns_with_reasoning"]
+        return {
             "tool_statistics": {name: _rates(c) for name, c in self.tools.items()},
             "reasoning_statistics": {"total_assistant_turns": turns, "turns_with_reasoning": with_r,
                                      "turns_without_reasoning": turns - with_r,
@@ -127,9 +153,6 @@ class StatsBuilder:
             "discarded": dict(sorted(self.filtered.items())),
             "discarded_no_reasoning": self.filtered["no_reasoning"],
             "errors": dict(sorted(self.errors.items())),
-            "samples_per_prompt": int(settings.get("samples_per_prompt", 1) or 1),
-            "verification": self.verification.build(int(settings.get("samples_per_prompt", 1) or 1),
-                                                    str((settings.get("agent") or {}).get("kind", "model"))),
         }
 
 
