@@ -147,7 +147,7 @@ def _phases(db: sqlite_utils.Database, visible: str) -> dict[str, float]:
                               f"AND {visible} AND result IS NOT NULL"):
         for name, seconds in (json.loads(text) if text else {}).items():
             spans.setdefault(name, []).append(seconds)
-    return {name: round(sum(spans[name]) / len(spans[name]), 4) for name in PHASES if name in spans}
+    return {name: sum(spans[name]) / len(spans[name]) for name in PHASES if name in spans}
 
 
 def _timings(db: sqlite_utils.Database, entries: list[dict[str, Any]], visible: str) -> None:
