@@ -88,6 +88,7 @@ def build_finished_run(work: Path, tasks: int, url: str, sandbox: str, extra: li
     small real run provides a finished result, which is copied for each row under its own key."""
     from hermes_exp.dataset.tasks import open_dataset, scan
     from hermes_exp.store.rows import ledger_row
+    from hermes_exp.worker.result import TaskResult
     from hermes_exp.settings.resolved import identity_config, identity_hash
     from hermes_exp.store.ledger import Ledger
 
@@ -114,7 +115,7 @@ def build_finished_run(work: Path, tasks: int, url: str, sandbox: str, extra: li
             result = json.loads(template_result.replace(TEMPLATE_MARK, str(index)))
             result.update(key=key, index=index)
             ledger.mark_running(key, index, result["row"]["prompt"])  # as the runner does at dispatch
-            ledger.record(ledger_row(result, []), int(settings["batch_size"]))
+            ledger.record(ledger_row(TaskResult.from_dict(result), []), int(settings["batch_size"]))
     finally:
         ledger.close()
     return argv, settings

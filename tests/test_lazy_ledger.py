@@ -11,6 +11,7 @@ from pathlib import Path
 
 from hermes_exp.store.ledger import Ledger
 from hermes_exp.store.rows import ledger_row
+from hermes_exp.worker.result import TaskResult
 
 IDENTITY_CONFIG = {"model": {"name": "m"}}
 
@@ -38,8 +39,8 @@ def _ledger(path: Path) -> None:
     try:
         ledger.claim_identity("id-1", IDENTITY_CONFIG)
         ledger.mark_running("k1", 0, "p")
-        ledger.record(ledger_row({"key": "k1", "index": 0, "row": {"prompt": "p"}, "messages": [], "spent_usd": 0.5,
-                                  "started_at": 1.0, "finished_at": 2.0, "state": "done"}, []), 10)
+        ledger.record(ledger_row(TaskResult.from_dict({"key": "k1", "index": 0, "row": {"prompt": "p"}, "messages": [], "spent_usd": 0.5,
+                                  "started_at": 1.0, "finished_at": 2.0, "state": "done"}), []), 10)
         ledger.set_derived("x", {"n": 1})
         ledger.fingerprint()  # the export keeps the totals, as a run's last step does
     finally:

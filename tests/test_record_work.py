@@ -13,15 +13,16 @@ import pytest
 from hermes_exp.store import rows as rows_mod
 from hermes_exp.store.ledger import Ledger
 from hermes_exp.store.rows import ledger_row
+from hermes_exp.worker.result import TaskResult
 
 TOOLS = [{"type": "function", "function": {"name": "terminal", "description": "run — a command",
                                            "parameters": {"type": "object", "properties": {}}}}]
 
 
-def result(key: str, tools: list[dict[str, Any]], spent: float, attempts: int = 1) -> dict[str, Any]:
-    return {"key": key, "index": 0, "row": {"prompt": "p"}, "started_at": 1.0, "finished_at": 2.0,
+def result(key: str, tools: list[dict[str, Any]], spent: float, attempts: int = 1) -> TaskResult:
+    return TaskResult(**{"sample": 0, "key": key, "index": 0, "row": {"prompt": "p"}, "started_at": 1.0, "finished_at": 2.0,
             "state": "error", "error_class": "provider", "error": "boom", "transient": True,
-            "tools": tools, "spent_usd": spent, "task_attempts": attempts}
+            "tools": tools, "spent_usd": spent, "task_attempts": attempts})
 
 
 def test_a_result_is_one_statement_that_sums_attempts_and_spend_over_dispatches(tmp_path) -> None:

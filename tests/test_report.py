@@ -223,6 +223,18 @@ def test_a_runs_report_tells_the_numbers_of_its_statistics(verified: Path, brows
     assert "% of prompts" not in verified_chart["text"]
     assert verified_chart["traces"][0]["x"][0] == "pass rate (of samples)"
 
+    # The time of each phase: its mean over finished tasks as the ledger keeps it, and the open trajectory's own.
+    with sqlite3.connect(run / "ledger.db") as db:
+        timings = [json.loads(t) for t, in db.execute("SELECT json_extract(result, '$.timings') FROM tasks "
+                                                      "WHERE state IN ('done', 'filtered')")]
+        [first] = db.execute("SELECT json_extract(result, '$.timings') FROM tasks WHERE prompt_index = ? AND "
+                             "sample = ?", [lines[0]["prompt_index"], lines[0].get("sample", 0)]).fetchall()
+    agent = sum(t["agent"] for t in timings) / len(timings)
+    assert browser.evaluate("document.querySelector('[data-timings-row] td.phase-agent').textContent") == \
+        f"{agent:.2f} s"
+    shown = browser.evaluate("document.querySelector('details.traj[open] .timings').textContent").split(" \u00b7 ")
+    assert [part.split(" ")[0] for part in shown] == list(json.loads(first[0]))
+
     # The first trajectory opens on the conversation, its system prompt (the tool schemas) folded away.
     assert browser.evaluate("document.querySelector('details.traj[open] [data-turn=system] details.system')"
                             ".open") is False

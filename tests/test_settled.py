@@ -14,6 +14,7 @@ from test_scan_cache import _age, aged_run
 from hermes_exp.run.plan import SETTLED
 from hermes_exp.store.ledger import Ledger
 from hermes_exp.store.rows import ledger_row
+from hermes_exp.worker.result import TaskResult
 
 
 def _meta(db: Path, key: str) -> str | None:
@@ -29,8 +30,8 @@ def test_any_write_of_a_task_row_drops_what_was_derived_and_the_totals_follow(tm
         assert ledger.derived("x") == {"n": 1}
         ledger.mark_running("k1", 0, "p")
         assert ledger.derived("x") is None
-        row = ledger_row({"key": "k1", "index": 0, "row": {"prompt": "p"}, "messages": [], "spent_usd": 0.25,
-                          "started_at": 1.0, "finished_at": 2.0, "state": "done"}, [])
+        row = ledger_row(TaskResult.from_dict({"key": "k1", "index": 0, "row": {"prompt": "p"}, "messages": [], "spent_usd": 0.25,
+                          "started_at": 1.0, "finished_at": 2.0, "state": "done"}), [])
         ledger.set_derived("x", 2)
         ledger.record(row, 10)  # an upsert: its update path
         assert ledger.derived("x") is None

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any
+from typing import Any, TypeVar
 
 from joblib import Parallel, delayed, parallel_config
 
@@ -15,6 +15,8 @@ from hermes_exp.executor import thread_pool
 from hermes_exp.settings.sections import Section
 from hermes_exp.errors import ConfigError
 from hermes_exp.optional import require
+
+R = TypeVar("R")  # what the mapped function returns (a TaskResult, a Reverified)
 
 BACKENDS = ("threading", "loky", "multiprocessing", "dask", "ray")  # joblib's, and the cluster ones below
 
@@ -42,8 +44,8 @@ class JoblibExecutor:
         """How many worker processes share the run's work (each builds its own client and budget)."""
         return 1 if self.backend == "threading" else self.n_jobs
 
-    def map_unordered(self, fn: Callable[..., dict[str, Any]], settings: dict[str, Any],
-                      tasks: Iterable[Any]) -> Iterator[dict[str, Any]]:
+    def map_unordered(self, fn: Callable[..., R], settings: dict[str, Any],
+                      tasks: Iterable[Any]) -> Iterator[R]:
         """fn(settings, task) for every task, with settings["invocation"]["processes"] set by the executor."""
         if self.backend == "threading":  # the same, on threads that hold no joblib objects per task
             yield from thread_pool.map_unordered(fn, with_processes(settings, 1), tasks, self.n_jobs,
@@ -129,8 +131,8 @@ class RayExecutor(JoblibExecutor):
         self.address = _address(section)
         self.num_cpus = section.number("num_cpus", None, integer=True, positive=True, unit="CPUs of a local Ray")
 
-    def map_unordered(self, fn: Callable[..., dict[str, Any]], settings: dict[str, Any],
-                      tasks: Iterable[Any]) -> Iterator[dict[str, Any]]:
+    def map_unordered(self, fn: Callable[..., R], settings: dict[str, Any],
+                      tasks: Iterable[Any]) -> Iterator[R]:
         ray = require("ray", _missing("ray", "ray"))
         started = not ray.is_initialized()
         if started:
@@ -164,8 +166,8 @@ class _TaskHost:
         return fn(settings, task)
 
 
-def _ray_unordered(ray: Any, actors: list[Any], fn: Callable[..., Any], settings: dict[str, Any],
-                   tasks: Iterator[Any], window: int) -> Iterator[dict[str, Any]]:
+def _ray_unordered(ray: Any, actors: list[Any], fn: Callable[..., R], settings: dict[str, Any],
+                   tasks: Iterator[Any], window: int) -> Iterator[R]:
     shared = ray.put(settings)  # sent to the cluster once, not with every task
     load = dict.fromkeys(range(len(actors)), 0)
     owner: dict[Any, int] = {}

@@ -15,6 +15,7 @@ from hermes_exp.errors import HermesExpError
 from hermes_exp.report.segments import Score, entry
 from hermes_exp.store.sharegpt import conversations
 from hermes_exp.store.views import create_views
+from hermes_exp.worker.result import PHASES
 
 FINISHED = "state IN ('done', 'filtered')"
 
@@ -38,6 +39,7 @@ class RunData:
     entries: list[dict[str, Any]] = field(default_factory=list)
     verification: dict[str, Any] | None = None  # statistics.json's `verification` (pass rate, pass@k, ...)
     visible: str = "1"  # SQL condition: the tasks statistics.json counts
+    phases: dict[str, float] = field(default_factory=dict)  # mean seconds per phase over finished timed tasks
 
     @property
     def total(self) -> int:
@@ -86,6 +88,7 @@ def load_run(run_dir: Path, label: str, budget: int) -> RunData:
         stats = _statistics(run_dir)
         run.verification = stats.get("verification")
         _aggregate(db, run, _visible(stats))
+        run.phases = _phases(db, run.visible)
         run.entries = _sample(db, run_dir, run, budget)
     finally:
         db.close()
@@ -136,12 +139,37 @@ def _aggregate(db: sqlite_utils.Database, run: RunData, visible: str) -> None:
     run.visible = visible
 
 
+def _phases(db: sqlite_utils.Database, visible: str) -> dict[str, float]:
+    """Mean seconds per phase (sandbox start, fixtures, agent, verifier, close) over the finished tasks
+    that recorded it; results recorded before timings were kept have none and are left out."""
+    spans: dict[str, list[float]] = {}
+    for (text,) in db.execute(f"SELECT json_extract(result, '$.timings') FROM tasks WHERE {FINISHED} "
+                              f"AND {visible} AND result IS NOT NULL"):
+        for name, seconds in (json.loads(text) if text else {}).items():
+            spans.setdefault(name, []).append(seconds)
+    return {name: sum(spans[name]) / len(spans[name]) for name in PHASES if name in spans}
+
+
+def _timings(db: sqlite_utils.Database, entries: list[dict[str, Any]], visible: str) -> None:
+    """Each kept entry's phase timings, from its ledger row (trajectories.jsonl does not carry them)."""
+    indexes = sorted({e["index"] for e in entries if e["index"] is not None})
+    found: dict[tuple[int, int], Any] = {}
+    for start in range(0, len(indexes), 500):  # under SQLite's limit of bound parameters
+        chunk = indexes[start:start + 500]
+        found.update(((i, s or 0), json.loads(t) if t else None) for i, s, t in db.execute(
+            f"SELECT prompt_index, sample, json_extract(result, '$.timings') FROM tasks WHERE state = 'done' "
+            f"AND {visible} AND prompt_index IN ({', '.join('?' * len(chunk))})", chunk))
+    for e in entries:
+        e["timings"] = found.get((e["index"], e["sample"] or 0))
+
+
 def _sample(db: sqlite_utils.Database, run_dir: Path, run: RunData, budget: int) -> list[dict[str, Any]]:
     """Kept trajectories from trajectories.jsonl (what a user trains on), then filtered and failed
     tasks from the ledger, which keep up to a quarter of the budget so their reasons can be seen."""
     others = run.states.get("filtered", 0) + run.states.get("error", 0)
     kept_budget = budget - min(others, budget // 4)
     entries = _kept(run_dir / "trajectories.jsonl", run.label, kept_budget)
+    _timings(db, entries, run.visible)
     # A filtered sample's verdict is its latest score: the report has no config to tell which verifier
     # the export would give its row, and a re-score (action=score) is the latest.
     latest = ("(SELECT {} FROM scores s WHERE s.key = t.key ORDER BY s.scored_at DESC LIMIT 1)"
@@ -151,10 +179,12 @@ def _sample(db: sqlite_utils.Database, run_dir: Path, run: RunData, budget: int)
                       f"WHERE state IN ('filtered', 'error') AND {run.visible} ORDER BY prompt_index, key LIMIT ?",
                       [budget - len(entries)])
     for index, prompt, state, reason, error_class, error, result, sample, reward, passed in rows:
-        messages = (json.loads(result) if result else {}).get("messages") or []
+        raw = json.loads(result) if result else {}
+        messages = raw.get("messages") or []
         turns = conversations(messages) if messages else [{"from": "error", "value": error or "(no message)"}]
         score = Score(sample, reward, None if passed is None else bool(passed), error_class == "verifier")
-        entries.append(entry(run.label, index, state, reason or error_class, prompt, turns, score))
+        entries.append(entry(run.label, index, state, reason or error_class, prompt, turns, score,
+                             raw.get("timings")))
     return entries
 
 

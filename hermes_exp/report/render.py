@@ -39,6 +39,7 @@ def render(runs: list[Any], source: str, max_trajectories: int) -> str:
     import plotly.offline
 
     from hermes_exp.report.charts import all_charts
+    from hermes_exp.worker.result import PHASES
 
     env = jinja2.Environment(loader=jinja2.PackageLoader("hermes_exp.report", "templates"),
                              autoescape=jinja2.select_autoescape(["html.j2"]), undefined=jinja2.StrictUndefined)
@@ -49,7 +50,7 @@ def render(runs: list[Any], source: str, max_trajectories: int) -> str:
         generated=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         plotly_js=plotly.offline.get_plotlyjs(), data_json=_json_for_script({"entries": entries}),
         embedded=len(entries), total_tasks=total, capped=len(entries) < total, max_trajectories=max_trajectories,
-        verified=any(run.verification for run in runs))
+        verified=any(run.verification for run in runs), phases=PHASES, timed=any(run.phases for run in runs))
 
 
 def build_report(path: Path, out: Path | None = None,

@@ -56,10 +56,12 @@ class Score(NamedTuple):
 
 
 def entry(run: str, index: int | None, state: str, why: str | None, prompt: str,
-          turns: list[dict[str, str]], score: Score = Score()) -> dict[str, Any]:
-    """One trajectory as the browser's JavaScript reads it (short keys: thousands are embedded)."""
+          turns: list[dict[str, str]], score: Score = Score(),
+          timings: dict[str, float] | None = None) -> dict[str, Any]:
+    """One trajectory as the browser's JavaScript reads it (short keys: thousands are embedded).
+    `timings`: seconds per phase of the task (None for results recorded before they were kept)."""
     return {"run": run, "index": index, "sample": score.sample, "state": state, "why": why, "prompt": prompt,
-            "reward": score.reward, "verdict": score.verdict,
+            "reward": score.reward, "verdict": score.verdict, "timings": timings or None,
             "turns": [{"from": t.get("from", ""), "parts": _turn_parts(t)} for t in turns]}
 
 

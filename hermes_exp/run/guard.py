@@ -12,6 +12,7 @@ from hermes_exp.model.retry import RetryPolicy
 from hermes_exp.money.budget import BudgetLimits
 from hermes_exp.errors import RunStopped
 from hermes_exp.stops import RunStop
+from hermes_exp.worker.result import TaskResult
 
 T = TypeVar("T")
 STREAK_STOPS = (RunStop.AUTH, RunStop.NOT_FOUND)  # causes that stop the run after auth_threshold in a row
@@ -40,25 +41,25 @@ class RunGuard:
                 return
             yield task
 
-    def observe(self, result: dict[str, Any], ledger: Any) -> bool:
+    def observe(self, result: TaskResult, ledger: Any) -> bool:
         """Count a worker result; False when it is not a task outcome to record (cancelled, or stopped by
         the budget: the task stays pending, and only what it spent is written down)."""
-        spent = float(result.get("spent_usd") or 0.0)
+        spent = float(result.spent_usd or 0.0)
         self.spent += spent
-        cause = result.get("stop_run") if result.get("state") == "error" else None
+        cause = result.stop_run if result.state == "error" else None
         # the same answer for every task (wrong key, wrong model name): a few in a row stop the run
         self._streak = self._streak + 1 if cause in STREAK_STOPS and cause == self._streak_cause else \
             int(cause in STREAK_STOPS)
         self._streak_cause = cause
         if cause in STREAK_STOPS and self._streak >= self.auth_threshold:
-            self._stop(cause, result.get("error", ""))
+            self._stop(cause, result.error or "")
         if cause == RunStop.SWEEP_BUDGET:
-            self._stop(RunStop.SWEEP_BUDGET, result.get("error", ""))
+            self._stop(RunStop.SWEEP_BUDGET, result.error or "")
         if cause == RunStop.BUDGET or (self.limit is not None and self.spent >= self.limit):
-            self._stop(RunStop.BUDGET, result.get("error", "") if cause == RunStop.BUDGET else "")
-        keep = result.get("state") != "cancelled" and cause not in (RunStop.BUDGET, RunStop.SWEEP_BUDGET)
+            self._stop(RunStop.BUDGET, (result.error or "") if cause == RunStop.BUDGET else "")
+        keep = result.state != "cancelled" and cause not in (RunStop.BUDGET, RunStop.SWEEP_BUDGET)
         if not keep and spent:
-            ledger.add_spend(result["key"], spent)
+            ledger.add_spend(result.key, spent)
         return keep
 
     def _stop(self, cause: RunStop, error: str) -> None:

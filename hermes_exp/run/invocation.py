@@ -270,7 +270,6 @@ def _dispatch(settings: dict[str, Any], ledger: Ledger, found: Scan, todo: list[
             gc.freeze()
             tasks = guard.gate(_marked(ledger, found, todo))
             for result in executor.map_unordered(worker.run_task, settings, tasks):
-                limiter = result.pop("limiter", None)  # the worker process's figures, not the task's
                 if not guard.observe(result, ledger):  # cancelled, or stopped by the budget: stays pending
                     continue
                 taken = record.take(result, redact)
@@ -280,7 +279,7 @@ def _dispatch(settings: dict[str, Any], ledger: Ledger, found: Scan, todo: list[
                 ran, calls = ran + 1, calls + row["api_calls"]
                 progress.verdict(taken.score)
                 progress.task_cost(row["spent_usd"])  # before update: a log line shows the projection
-                progress.note(**guard.note(row, limiter))  # first: a line printed now includes this task
+                progress.note(**guard.note(row, result.limiter))  # first: a line printed now includes this task
                 progress.update(row["state"])
             if again and not guard.stopped:
                 rescore.report(rescore.reverify(executor, settings, ledger, rescore.rows_of(ledger, sorted(again)),

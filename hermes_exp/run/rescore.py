@@ -17,7 +17,8 @@ from hermes_exp.store.filters import Filter
 from hermes_exp.store.ledger import Ledger
 from hermes_exp.store.scores import save_score, set_outcome
 from hermes_exp.settings.redact import Redactor
-from hermes_exp.store.score_record import judged, take
+from hermes_exp.store.score_record import judged, redacted_score
+from hermes_exp.worker.result import Reverified
 
 def items(rows: Iterable[dict[str, Any]], run_dir: Path) -> Iterator[dict[str, Any]]:
     """What a worker needs to verify a finished sample again: its row, raw result and archive bytes."""
@@ -57,15 +58,15 @@ def unscored(ledger: Ledger, keys: Iterable[str], book: Any) -> Iterator[str]:
             yield row["key"]
 
 
-def apply(ledger: Ledger, out: dict[str, Any], filters: list[Filter], batch_size: int) -> str:
+def apply(ledger: Ledger, out: Reverified, filters: list[Filter], batch_size: int) -> str:
     """Store one re-verification and the sample's new state; return that state."""
-    score = out.get("score")
+    score = out.score
     if score is not None:
-        save_score(ledger, out["key"], score)
-    if out.get("spent_usd"):
-        ledger.add_spend(out["key"], float(out["spent_usd"]))
-    state, reason, error_class, error = judged(out["result"], score, filters)
-    set_outcome(ledger, out["key"], state, reason, error_class, error, batch_size)
+        save_score(ledger, out.key, score)
+    if out.spent_usd:
+        ledger.add_spend(out.key, float(out.spent_usd))
+    state, reason, error_class, error = judged(out.result, score, filters)
+    set_outcome(ledger, out.key, state, reason, error_class, error, batch_size)
     return state
 
 
@@ -77,7 +78,7 @@ def reverify(executor: Any, settings: dict[str, Any], ledger: Ledger, rows: Iter
     run_dir = ledger.path.parent
     redact = Redactor.from_env(settings)
     for out in executor.map_unordered(worker.verify_task, settings, items(rows, run_dir)):
-        out["score"] = take({"score": out.get("score")}, redact).score
+        out.score = redacted_score(out.score, redact)
         counts[apply(ledger, out, filters, int(settings["batch_size"]))] += 1
     return counts
 

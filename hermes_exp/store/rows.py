@@ -8,6 +8,7 @@ from typing import Any
 
 from hermes_exp.store.filters import Filter
 from hermes_exp.store import score_record as record
+from hermes_exp.worker.result import TaskResult
 
 
 # A run's tasks bring back the few lists of their toolset draws, the same objects in every result of a
@@ -26,35 +27,35 @@ def tools_text(tools: list[dict[str, Any]]) -> str:
     return held[1]
 
 
-def ledger_row(result: dict[str, Any], filters: list[Filter],
+def ledger_row(result: TaskResult, filters: list[Filter],
                score: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Map a worker's result (its verification already taken out) to its ledger row, deciding done /
-    filtered / error; a failed verification is error class `verifier`."""
-    usage = result.get("usage") or []
-    tool_usage = result.get("tool_model_calls") or []
-    tools = result.pop("tools", None)  # kept once per distinct list in the ledger, not in every result
+    """Map a worker's result to its ledger row, deciding done / filtered / error; a failed verification
+    is error class `verifier`. `score`: the result's verification, taken apart (score_record.take)."""
+    usage = result.usage or []
+    tool_usage = result.tool_model_calls or []
+    stored = result.stored()  # without the score, archive and tool list, which the ledger keeps apart
     row = {
-        "key": result["key"], "prompt_index": result["index"], "prompt": result["row"]["prompt"],
-        "sample": result.get("sample", 0),
-        "toolsets": json.dumps(result.get("toolsets", [])), "result": json.dumps(result, ensure_ascii=False),
-        "api_calls": result.get("api_calls", 0), "started_at": result["started_at"],
-        "finished_at": result["finished_at"], "reason": None, "error_class": None, "error": None,
-        "task_attempts": result.get("task_attempts", 1),
+        "key": result.key, "prompt_index": result.index, "prompt": result.row["prompt"],
+        "sample": result.sample,
+        "toolsets": json.dumps(result.toolsets or []), "result": json.dumps(stored, ensure_ascii=False),
+        "api_calls": result.api_calls or 0, "started_at": result.started_at,
+        "finished_at": result.finished_at, "reason": None, "error_class": None, "error": None,
+        "task_attempts": result.task_attempts or 1,
         "prompt_tokens": sum(u.get("prompt_tokens", 0) for u in usage),
         "completion_tokens": sum(u.get("completion_tokens", 0) for u in usage),
         "reasoning_tokens": sum((u.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0 for u in usage),
         "cached_tokens": sum(u.get("cached_tokens") or 0 for u in usage),
         "cache_write_tokens": sum(u.get("cache_write_tokens") or 0 for u in usage),
-        "stop_reason": result.get("stop_reason"),
+        "stop_reason": result.stop_reason,
         "context_tokens": (usage[-1].get("prompt_tokens", 0) + usage[-1].get("completion_tokens", 0)) if usage else 0,
         "cost_usd": sum(u.get("cost_usd") or 0.0 for u in usage + tool_usage),
-        "spent_usd": result.get("spent_usd") or 0.0,  # every in-run attempt; the ledger adds earlier ones
+        "spent_usd": result.spent_usd or 0.0,  # every in-run attempt; the ledger adds earlier ones
     }
-    if tools is not None:
-        row["tools"] = tools_text(tools)
-    if result["state"] == "error":
-        row.update(state="error", error_class=result["error_class"], error=result["error"])
+    if result.tools is not None:
+        row["tools"] = tools_text(result.tools)  # kept once per distinct list in the ledger, not in every result
+    if result.state == "error":
+        row.update(state="error", error_class=result.error_class, error=result.error)
     else:
-        state, reason, error_class, error = record.judged(result, score, filters)
+        state, reason, error_class, error = record.judged(stored, score, filters)
         row.update(state=state, reason=reason, error_class=error_class, error=error)
     return row

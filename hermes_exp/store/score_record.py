@@ -11,6 +11,7 @@ from hermes_exp.run.plan import VERIFIER
 from hermes_exp.store.filters import Filter, first_reason
 from hermes_exp.store.ledger import Ledger
 from hermes_exp.store.scores import save_archive, save_score
+from hermes_exp.worker.result import TaskResult
 
 
 @dataclass
@@ -20,13 +21,16 @@ class Taken:
     note: str = ""
 
 
-def take(result: dict[str, Any], redact: Any = None) -> Taken:
-    """Remove the verification from a worker's result, so the stored result holds only the agent's work.
-    `redact` (a Redactor) scrubs secret values from the score's texts before they reach the ledger."""
-    score = result.pop("score", None)
+def take(result: TaskResult, redact: Any = None) -> Taken:
+    """A worker result's verification, kept beside the result (its stored JSON holds only the agent's
+    work). `redact` (a Redactor) scrubs secret values from the score's texts before they reach the ledger."""
+    return Taken(redacted_score(result.score, redact), result.archive, result.archive_note or "")
+
+
+def redacted_score(score: dict[str, Any] | None, redact: Any = None) -> dict[str, Any] | None:
     if score is not None and redact:
         score = {**score, **{k: redact(score[k]) for k in ("details", "error") if score.get(k)}}
-    return Taken(score, result.pop("archive", None), result.pop("archive_note", "") or "")
+    return score
 
 
 def judged(result: dict[str, Any], score: dict[str, Any] | None,

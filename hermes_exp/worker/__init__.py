@@ -1,5 +1,6 @@
 """One task, in a worker: draw toolsets, open a sandbox, run the agent, verify -> a TaskResult.
 
 - fixtures: Before the agent's first turn: the row's fixtures
-- task: One task: draw toolsets, open a sandbox, run the agent, close the sandbox -> a plain-data Result
+- result: What a worker hands back for one task: the typed TaskResult, with a timing per phase
+- task: One task: draw toolsets, open a sandbox, run the agent, close the sandbox -> a TaskResult
 """

@@ -1,13 +1,11 @@
-"""One task: draw toolsets, open a sandbox, run the agent, close the sandbox -> a plain-data Result.
+"""One task: draw toolsets, open a sandbox, run the agent, close the sandbox -> a TaskResult.
 
-Workers never write run bookkeeping; whatever happens, they return a result dict."""
+Workers never write run bookkeeping; whatever happens, they return a TaskResult (worker/result.py)."""
 
 from __future__ import annotations
 
 import os
 import threading
-import time
-import traceback
 import uuid
 from typing import Any
 
@@ -17,7 +15,7 @@ from hermes_exp.agent.limits import for_row
 from hermes_exp.agent.loop import Outcome, run_agent
 from hermes_exp.dataset.tasks import Task
 from hermes_exp.tools.distribution import draw
-from hermes_exp.errors import Cancelled, HermesExpError, ProviderError
+from hermes_exp.errors import Cancelled
 from hermes_exp.dataset.readers import dataset_base_dir
 from hermes_exp.settings.redact import Redactor, secret_names, wipe_environ_block
 from hermes_exp.sandbox.base import Sandbox, SandboxFactory
@@ -29,6 +27,7 @@ from hermes_exp.tools.registry import Registry
 from hermes_exp.tools.toolbox import Toolbox
 from hermes_exp.verify.base import Score
 from hermes_exp.worker.fixtures import prepare
+from hermes_exp.worker.result import Reverified, TaskResult
 from hermes_exp.verify.scoring import Scorer, reverify_sample, run_plan, score_cost, verify_in_sandbox
 from hermes_exp.settings.instantiation import construct
 
@@ -126,7 +125,7 @@ def _track(delta: int) -> None:
         _in_flight += delta
 
 
-def run_task(settings: dict[str, Any], task: Task) -> dict[str, Any]:
+def run_task(settings: dict[str, Any], task: Task) -> TaskResult:
     """Run one task, retrying the whole task on transient failures (bounded, with backoff)."""
     _track(+1)
     try:
@@ -135,12 +134,12 @@ def run_task(settings: dict[str, Any], task: Task) -> dict[str, Any]:
         redact = Redactor.from_env(settings)
         for attempt in range(1, attempts + 1):
             result = _attempt(settings, task)
-            if result.get("error"):  # provider bodies may echo the Authorization header
-                result["error"] = redact(result["error"])
-            result["task_attempts"] = attempt
-            result["limiter"] = limiter_figures(settings)
-            spent = result["spent_usd"] = spent + result.get("spent_usd", 0.0)
-            if result["state"] != "error" or not result.get("transient") or attempt == attempts:
+            if result.error:  # provider bodies may echo the Authorization header
+                result.error = redact(result.error)
+            result.task_attempts = attempt
+            result.limiter = limiter_figures(settings)
+            spent = result.spent_usd = spent + (result.spent_usd or 0.0)
+            if result.state != "error" or not result.transient or attempt == attempts:
                 return result
             if CANCEL.wait(min(2.0 ** attempt, 30.0)):
                 break
@@ -149,7 +148,7 @@ def run_task(settings: dict[str, Any], task: Task) -> dict[str, Any]:
         _track(-1)
 
 
-def verify_task(settings: dict[str, Any], item: dict[str, Any]) -> dict[str, Any]:
+def verify_task(settings: dict[str, Any], item: dict[str, Any]) -> Reverified:
     """Verify one finished sample again, without its agent (see hermes_exp.run.rescore)."""
     _track(+1)
     try:
@@ -159,76 +158,65 @@ def verify_task(settings: dict[str, Any], item: dict[str, Any]) -> dict[str, Any
         score = Score(verifier="?", kind="?", error=f"{type(exc).__name__}: {exc}")
     finally:
         _track(-1)
-    return {"key": item["key"], "result": item["result"], "score": score.to_dict() if score else None,
-            "spent_usd": score.cost_usd if score else 0.0}
+    return Reverified(item["key"], item["result"], score.to_dict() if score else None,
+                      score.cost_usd if score else 0.0)
 
 
-def _attempt(settings: dict[str, Any], task: Task) -> dict[str, Any]:
-    started = time.time()
-    result: dict[str, Any] = {"key": task.key, "index": task.index, "sample": task.sample, "row": task.row,
-                              "started_at": started}
+def _attempt(settings: dict[str, Any], task: Task) -> TaskResult:
+    result = TaskResult.start(task)
     if CANCEL.is_set():
-        return {**result, "state": "cancelled", "finished_at": time.time()}
+        result.cancel()
+        result.end(0.0)
+        return result
     client = None
     try:
         runtime = runtime_for(settings)
         client = runtime.client.for_task(task.key)  # counts this task's spend against budget.max_task_cost_usd
         toolsets = draw(runtime.toolsets, int(settings["seed"]), task.key)
-        result["toolsets"] = toolsets
-        tools = runtime.registry.schemas(toolsets)
-        result["tools"] = tools  # the list really sent: ShareGPT's <tools> block and `tools` column
-        result["tools_offered"] = [t["function"]["name"] for t in tools]
-        _session(runtime, client, task, tools, settings, result)
+        result.offer(toolsets, runtime.registry.schemas(toolsets))
+        _session(runtime, client, task, settings, result)
     except Cancelled:
-        result["state"] = "cancelled"
+        result.cancel()
     except Exception as exc:  # a bug must fail its own task, never the batch
-        result.update(_failed(exc))
-    result["spent_usd"] = (client.meter.spent if client is not None else 0.0) + score_cost(result.get("score"))
-    result["finished_at"] = time.time()
+        result.fail(exc)
+    result.end((client.meter.spent if client is not None else 0.0) + score_cost(result.score))
     return result
 
 
-def _failed(exc: Exception) -> dict[str, Any]:
-    """A task's error fields, read from the exception that ended it: its class, whether a retry may
-    help, a run-wide cause and the conversation so far. Any other exception is a bug: `internal`, with
-    where it happened."""
-    if not isinstance(exc, (HermesExpError, ProviderError)):
-        return {"state": "error", "error_class": "internal", "transient": False,
-                "error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}"}
-    failed = {"state": "error", "error_class": exc.error_class, "transient": exc.transient, "error": str(exc)}
-    if exc.stop_run is not None:
-        failed["stop_run"] = exc.stop_run
-    partial: Outcome | None = exc.outcome
-    if partial is not None:
-        failed.update(api_calls=partial.api_calls, usage=partial.usage, messages=partial.messages)
-    return failed
-
-
-def _session(runtime: Runtime, client: Any, task: Task, tools: list[dict[str, Any]], settings: dict[str, Any],
-             result: dict[str, Any]) -> None:
+def _session(runtime: Runtime, client: Any, task: Task, settings: dict[str, Any], result: TaskResult) -> None:
     """Sandbox open -> fixtures -> agent -> (verifier in the sandbox) -> tools' and sandbox's close
-    -> (verifier outside)."""
+    -> (verifier outside), each phase timed in `result.timings`."""
     plan = runtime.scorer.plan(task.row)
     settings = for_row(settings, task.row)  # the row's own limits (Harbor's agent timeout)
-    sandbox = runtime.sandboxes.open(task.key, task.row)
+    with result.phase("sandbox"):
+        sandbox = runtime.sandboxes.open(task.key, task.row)
     toolbox = None
     try:
-        prepare(sandbox, task.row, runtime.scorer.context.base_dir, runtime.setup_timeout)
+        with result.phase("fixtures"):
+            prepare(sandbox, task.row, runtime.scorer.context.base_dir, runtime.setup_timeout)
         toolbox = runtime.toolbox(sandbox, client)
-        result.update(_finished(_agent(runtime, client, toolbox, sandbox, task, tools, settings)))
+        with result.phase("agent"):
+            result.finish(_agent(runtime, client, toolbox, sandbox, task, result.tools, settings))
         if plan is not None and plan.needs_sandbox:
-            score, archive, note = verify_in_sandbox(plan, sandbox, task.row, result)
-            result.update(score=score.to_dict(), archive=archive, archive_note=note)
+            with result.phase("verifier"):
+                score, archive, note = verify_in_sandbox(plan, sandbox, task.row, result.to_dict())
+            result.verified(score.to_dict(), archive, note)
     finally:
-        try:
-            if toolbox is not None:
-                toolbox.close()  # the task's own tool resources go before its sandbox
-                if toolbox.model_calls:  # vision calls: recorded and counted in the cost
-                    result["tool_model_calls"] = toolbox.model_calls
-        finally:
-            sandbox.close()
+        with result.phase("close"):
+            _close(toolbox, sandbox, result)
     if plan is not None and not plan.needs_sandbox:
-        result["score"] = run_plan(plan, None, task.row, result).to_dict()
+        with result.phase("verifier"):
+            result.verified(run_plan(plan, None, task.row, result.to_dict()).to_dict())
+
+
+def _close(toolbox: Toolbox | None, sandbox: Sandbox, result: TaskResult) -> None:
+    try:
+        if toolbox is not None:
+            toolbox.close()  # the task's own tool resources go before its sandbox
+            if toolbox.model_calls:  # vision calls: recorded and counted in the cost
+                result.tool_model_calls = toolbox.model_calls
+    finally:
+        sandbox.close()
 
 
 def _agent(runtime: Runtime, client: Any, toolbox: Toolbox, sandbox: Sandbox, task: Task,
@@ -239,10 +227,3 @@ def _agent(runtime: Runtime, client: Any, toolbox: Toolbox, sandbox: Sandbox, ta
     if kind == "nop":
         return run_nop(settings, task.row)
     return run_agent(client, toolbox, task.row["prompt"], tools, settings, list(runtime.prefix), CANCEL)
-
-
-def _finished(outcome: Outcome) -> dict[str, Any]:
-    return {"state": "finished", "messages": outcome.messages, "api_calls": outcome.api_calls,
-            "completed": outcome.completed, "partial": outcome.partial, "stop_reason": outcome.stop_reason,
-            "stop_detail": outcome.stop_detail,
-            "tool_calls": outcome.tool_calls, "usage": outcome.usage}

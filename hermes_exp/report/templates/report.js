@@ -39,8 +39,18 @@
     return d;
   }
 
+  var PHASES = ["sandbox", "fixtures", "agent", "verifier", "close"];
+
+  function timings(entry) {  // "sandbox 0.21 s · fixtures 0.01 s · agent 3.2 s · ..."; results of before have none
+    var t = entry.timings;
+    return PHASES.filter(function (p) { return t[p] !== undefined; }).map(function (p) {
+      return p + " " + (t[p] < 10 ? t[p].toFixed(2) : t[p].toFixed(1)) + " s";
+    }).join(" \u00b7 ");
+  }
+
   function renderTurns(entry) {
     var wrap = el("div", "turns");
+    if (entry.timings) wrap.appendChild(el("p", "timings muted", timings(entry)));
     entry.turns.forEach(function (turn) {
       var box = el("div", "turn turn-" + turn.from);
       box.setAttribute("data-turn", turn.from);
