@@ -93,7 +93,12 @@ def run_plan(plan: Plan, sandbox: Sandbox | None, row: dict[str, Any], result: d
 def verify_in_sandbox(plan: Plan, sandbox: Sandbox, row: dict[str, Any],
                       result: dict[str, Any]) -> tuple[Score, bytes | None, str]:
     """Archive the workdir first when the policy says so, then verify. Returns the score, the archive
-    to keep (or None) and a note on why none was kept when one was wanted."""
+    to keep (or None) and a note on why none was kept when one was wanted. Every process the agent
+    started is stopped first: one left running could rewrite the reward file the verifier reads."""
+    try:
+        sandbox.stop_processes()
+    except Exception as exc:  # the sample cannot be verified honestly: a verifier error, never a reward
+        return Score(verifier=plan.vid, kind=plan.kind, error=f"cannot stop the agent's processes: {exc}"), None, ""
     take, keep = plan.archive_policy()
     packed, note = None, ""
     if take:

@@ -1,0 +1,58 @@
+"""The scoring path, attacked (issue 32, section 5): an agent that forges its reward, a verifier timeout
+applied to another row, a judge's reward read loosely, a re-score that cannot run, rewards out of range.
+Real CLI against the mock model, real sandboxes."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from conftest import read_jsonl, run_cli, write_dataset
+
+from hermes_exp.sandbox.auto import bwrap_works
+from tests.sandbox.conftest import IMAGE, docker_problem, unavailable
+
+LOOP = "while :; do mkdir -p {d}; echo 1 > {d}/reward.txt; sleep 0.02; done"
+
+
+def _forgers(d: str) -> list[dict]:
+    """Rows whose agent leaves a process rewriting the reward file; their verify always fails."""
+    loop = LOOP.format(d=d)
+    return [
+        {"prompt": f"BG: {loop}\nRUN: sleep 0.5\nforge in the background", "verify": "sleep 1; exit 1"},
+        {"prompt": f"RUN: (setsid sh -c '{loop}' >/dev/null 2>&1 &)\nRUN: sleep 0.5\nforge, detached",
+         "verify": "sleep 1; exit 1"},
+    ]
+
+
+def _scores(run_dir: Path) -> dict[int, tuple]:
+    with sqlite3.connect(run_dir / "ledger.db") as db:
+        return {i: (r, p, e) for i, r, p, e in db.execute(
+            "SELECT t.prompt_index, s.reward, s.passed, s.error FROM scores s JOIN tasks t USING (key)")}
+
+
+def _backend(sandbox: str) -> list[str]:
+    if sandbox == "bwrap" and not bwrap_works()[0]:
+        unavailable(f"bubblewrap does not work here: {bwrap_works()[1]}")
+    if sandbox == "docker":
+        problem = docker_problem()
+        if problem:
+            unavailable(problem)
+        return ["sandbox=docker", f"sandbox.image={IMAGE}", "sandbox.pull_timeout=20"]
+    return [f"sandbox={sandbox}"]
+
+
+@pytest.mark.parametrize("sandbox", ["local", "bwrap", "docker"])
+def test_an_agent_cannot_forge_its_reward(tmp_path: Path, mock_server, sandbox: str) -> None:
+    extra = _backend(sandbox)
+    rows = _forgers("/logs/verifier" if sandbox == "docker" else "logs/verifier")
+    data = write_dataset(tmp_path / "forge.jsonl", rows)
+    result = run_cli(tmp_path, f"dataset.path={data}", "run_name=forge", "verifier=command", "filters=none",
+                     "distribution=terminal_only", f"model.base_url={mock_server.base_url}", *extra)
+    assert result.returncode == 0, result.stderr
+    out = tmp_path / "outputs" / "forge"
+    assert _scores(out) == {0: (0.0, 0, None), 1: (0.0, 0, None)}
+    rows = {r["prompt_index"]: r for r in read_jsonl(out / "trajectories.jsonl")}
+    assert {i: (r["reward"], r["passed"]) for i, r in rows.items()} == {0: (0.0, False), 1: (0.0, False)}
