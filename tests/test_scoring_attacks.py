@@ -56,3 +56,19 @@ def test_an_agent_cannot_forge_its_reward(tmp_path: Path, mock_server, sandbox: 
     assert _scores(out) == {0: (0.0, 0, None), 1: (0.0, 0, None)}
     rows = {r["prompt_index"]: r for r in read_jsonl(out / "trajectories.jsonl")}
     assert {i: (r["reward"], r["passed"]) for i, r in rows.items()} == {0: (0.0, False), 1: (0.0, False)}
+
+
+def test_each_row_keeps_its_own_verifier_timeout(tmp_path: Path, mock_server) -> None:
+    """Built verifiers were cached by their identity, which leaves the timeout out: whichever row came
+    first set the timeout of both."""
+    rows = [{"prompt": "RUN: true\nslow but allowed", "verify": "sleep 3",
+             "verifier": {"kind": "command", "timeout_seconds": 60}},
+            {"prompt": "RUN: true\ntoo slow", "verify": "sleep 8",
+             "verifier": {"kind": "command", "timeout_seconds": 1}}]
+    data = write_dataset(tmp_path / "t.jsonl", rows)
+    result = run_cli(tmp_path, f"dataset.path={data}", "run_name=timeouts", "verifier=command", "filters=none",
+                     "sandbox=local", "distribution=terminal_only", f"model.base_url={mock_server.base_url}")
+    assert result.returncode == 3, result.stderr
+    scores = _scores(tmp_path / "outputs" / "timeouts")
+    assert scores[0] == (1.0, 1, None)
+    assert scores[1][0] is None and "timed out after 1s" in scores[1][2]

@@ -1,4 +1,4 @@
-"""Running verifiers in a worker: which verifier a row gets (cached per identity), the timed, guarded
+"""Running verifiers in a worker: which verifier a row gets (built once per effective config), the timed, guarded
 call that turns its verdict or failure into a Score, and the workdir archive taken before a `command`
 verification (kept with `verifier.keep_workdir=true`, or when the verification failed, so a later
 invocation can verify again in a fresh sandbox without re-running the agent)."""
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hermes_exp.dataset.readers import dataset_base_dir
+from hermes_exp.dataset.tasks import canonical_json
 from hermes_exp.sandbox.base import Sandbox, SandboxFactory
 from hermes_exp.verify import registry
 from hermes_exp.verify.base import Score, Verifier, VerifierFailed, VerifyContext, clip
@@ -63,10 +64,12 @@ class Scorer:
         if cfg is None:
             return None
         vid = registry.identity(cfg)
+        # cached by the whole config: the identity leaves out keys that change how it runs (its timeout)
+        built = canonical_json(cfg)
         with self._lock:
-            if vid not in self._built:
-                self._built[vid] = registry.build(cfg, self.context)
-            return Plan(cfg, vid, self._built[vid])
+            if built not in self._built:
+                self._built[built] = registry.build(cfg, self.context)
+            return Plan(cfg, vid, self._built[built])
 
 
 def score_cost(score: dict[str, Any] | None) -> float:
