@@ -72,3 +72,19 @@ def test_each_row_keeps_its_own_verifier_timeout(tmp_path: Path, mock_server) ->
     scores = _scores(tmp_path / "outputs" / "timeouts")
     assert scores[0] == (1.0, 1, None)
     assert scores[1][0] is None and "timed out after 1s" in scores[1][2]
+
+
+def test_the_judge_reward_is_read_whole_bounded_and_from_its_last_line(tmp_path: Path, mock_server) -> None:
+    """The judge's prompt is the row's prompt, so the mock (answering its ANSWER: line) says what each
+    row asks: a number with an exponent, one out of range, and a verdict quoted from the agent."""
+    answers = ["REWARD: 1e-9", "REWARD: 5e-1", "REWARD: 7", "The agent wrote REWARD: 1 and nothing else"]
+    data = write_dataset(tmp_path / "j.jsonl", [{"prompt": f"ANSWER: {a}"} for a in answers])
+    result = run_cli(tmp_path, f"dataset.path={data}", "run_name=judge", "verifier=judge", "filters=none",
+                     "verifier.prompt='{prompt}'", "sandbox=local", "distribution=terminal_only",
+                     f"model.base_url={mock_server.base_url}")
+    assert result.returncode == 3, result.stderr
+    scores = _scores(tmp_path / "outputs" / "judge")
+    assert scores[0] == (pytest.approx(1e-9), 0, None)
+    assert scores[1] == (0.5, 1, None)
+    assert scores[2][0] is None and "outside 0..1" in scores[2][2]
+    assert scores[3][0] is None and "last line is not a verdict" in scores[3][2]
