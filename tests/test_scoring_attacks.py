@@ -88,3 +88,22 @@ def test_the_judge_reward_is_read_whole_bounded_and_from_its_last_line(tmp_path:
     assert scores[1] == (0.5, 1, None)
     assert scores[2][0] is None and "outside 0..1" in scores[2][2]
     assert scores[3][0] is None and "last line is not a verdict" in scores[3][2]
+
+
+def test_a_reward_outside_the_valid_range_is_a_verifier_error(tmp_path: Path, mock_server) -> None:
+    rewards = {"1e308": None, "-5": -5.0, "1": 1.0, "-1e7": None}
+    rows = [{"prompt": f"RUN: true\nreward {r}", "verify": f"echo {r} > logs/verifier/reward.txt; exit 1"}
+            for r in rewards]
+    data = write_dataset(tmp_path / "r.jsonl", rows)
+    result = run_cli(tmp_path, f"dataset.path={data}", "run_name=range", "verifier=command", "filters=none",
+                     "sandbox=local", "distribution=terminal_only", f"model.base_url={mock_server.base_url}")
+    assert result.returncode == 3, result.stderr
+    out = tmp_path / "outputs" / "range"
+    scores = _scores(out)
+    assert [scores[i][0] for i in range(4)] == list(rewards.values())
+    assert [scores[i][1] for i in range(4)] == [None, 0, 1, None]
+    assert all("outside the valid range" in scores[i][2] for i in (0, 3))
+    stats = json.loads((out / "statistics.json").read_text())["verification"]
+    assert stats["mean_reward"] == pytest.approx(-2.0) and stats["verifier_errors"] == 2
+    assert "e+30" not in result.stderr and not any(len(w) > 40 and w.lstrip("-").replace(".", "").isdigit()
+                                                    for w in result.stderr.split())

@@ -15,7 +15,7 @@ from hermes_exp.dataset.readers import dataset_base_dir
 from hermes_exp.dataset.tasks import canonical_json
 from hermes_exp.sandbox.base import Sandbox, SandboxFactory
 from hermes_exp.verify import registry
-from hermes_exp.verify.base import Score, Verifier, VerifierFailed, VerifyContext, clip
+from hermes_exp.verify.base import Score, Verifier, VerifierFailed, VerifyContext, clip, reward_problem
 from hermes_exp.sandbox.files import archive_workdir, restore_workdir
 
 MB = 1 << 20
@@ -83,6 +83,9 @@ def run_plan(plan: Plan, sandbox: Sandbox | None, row: dict[str, Any], result: d
     score = Score(verifier=plan.vid, kind=plan.kind)
     try:
         verdict = plan.verifier.verify(sandbox, row, result)
+        problem = reward_problem(float(verdict.reward))
+        if problem:  # refused whole: an absurd reward must not pass, nor swamp the run's statistics
+            raise VerifierFailed(f"{problem}\n{verdict.details}", list(verdict.usage))
         score.reward, score.details, score.usage = float(verdict.reward), verdict.details, list(verdict.usage)
         score.passed = score.reward >= float(getattr(plan.verifier, "pass_threshold", 1.0))
     except VerifierFailed as exc:
