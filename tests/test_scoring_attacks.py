@@ -107,3 +107,40 @@ def test_a_reward_outside_the_valid_range_is_a_verifier_error(tmp_path: Path, mo
     assert stats["mean_reward"] == pytest.approx(-2.0) and stats["verifier_errors"] == 2
     assert "e+30" not in result.stderr and not any(len(w) > 40 and w.lstrip("-").replace(".", "").isdigit()
                                                     for w in result.stderr.split())
+
+
+def _ledger_state(out: Path) -> tuple[dict, dict]:
+    with sqlite3.connect(out / "ledger.db") as db:
+        states = dict(db.execute("SELECT prompt_index, state || ':' || COALESCE(error_class, '') FROM tasks"))
+        scores = dict(db.execute("SELECT t.prompt_index, COUNT(s.key) FROM tasks t LEFT JOIN scores s USING (key) "
+                                 "GROUP BY t.prompt_index"))
+    return states, scores
+
+
+def test_a_rescore_that_cannot_run_keeps_the_old_scores_and_says_why(tmp_path: Path, mock_server) -> None:
+    rows = [{"prompt": "ANSWER: 42", "expected": "42", "verify": "true"},
+            {"prompt": "ANSWER: 41", "expected": "42", "verify": "true"}]
+    data = write_dataset(tmp_path / "s.jsonl", rows)
+    args = [f"dataset.path={data}", "run_name=rs", "filters=none", "sandbox=local", "distribution=terminal_only",
+            f"model.base_url={mock_server.base_url}"]
+    first = run_cli(tmp_path, *args, "verifier=answer")
+    assert first.returncode == 0, first.stderr
+    out = tmp_path / "outputs" / "rs"
+    before = _ledger_state(out), (out / "trajectories.jsonl").read_text()
+
+    score = run_cli(tmp_path, *args, "verifier=command", "action=score")
+    assert "no archive" in score.stderr and "keep" in score.stderr, score.stderr
+    assert (_ledger_state(out), (out / "trajectories.jsonl").read_text()) == before
+    again = run_cli(tmp_path, *args, "verifier=answer")  # later runs are as they were
+    assert again.returncode == 0, again.stderr
+    assert [r["reward"] for r in read_jsonl(out / "trajectories.jsonl")] == [1.0, 0.0]
+
+
+def test_action_score_without_a_verifier_says_so(tmp_path: Path, mock_server) -> None:
+    data = write_dataset(tmp_path / "n.jsonl", [{"prompt": "ANSWER: 42"}])
+    args = [f"dataset.path={data}", "run_name=nv", "filters=none", "sandbox=local", "distribution=terminal_only",
+            f"model.base_url={mock_server.base_url}"]
+    assert run_cli(tmp_path, *args).returncode == 0
+    score = run_cli(tmp_path, *args, "verifier=none", "action=score")
+    assert "already has a score" not in score.stderr, score.stderr
+    assert "nothing to score" in score.stderr and "verifier=answer" in score.stderr, score.stderr

@@ -118,9 +118,15 @@ def verify_in_sandbox(plan: Plan, sandbox: Sandbox, row: dict[str, Any],
     return score, packed, note
 
 
+class CannotReverify(Exception):
+    """A sample cannot be verified again here (no archive, one that cannot be restored): its old score
+    stands; the message says why."""
+
+
 def reverify_sample(scorer: Scorer, sandboxes: SandboxFactory, item: dict[str, Any]) -> Score | None:
     """Verify a finished sample again without its agent: from the ledger alone, or (a `command`
-    verifier) in a fresh sandbox of the same kind and image, restored from the workdir archive."""
+    verifier) in a fresh sandbox of the same kind and image, restored from the workdir archive. Raises
+    CannotReverify when that cannot be done (the sample's scores are then left as they are)."""
     row, result = item["row"], item["result"]
     try:
         plan = scorer.plan(row)
@@ -131,14 +137,15 @@ def reverify_sample(scorer: Scorer, sandboxes: SandboxFactory, item: dict[str, A
     if not plan.needs_sandbox:
         return run_plan(plan, None, row, result)
     if not item.get("archive"):
-        return Score(verifier=plan.vid, kind=plan.kind, error=(
-            "no archive of this sample's working directory, so verifier=command cannot run again without "
-            "the agent; run with verifier.keep_workdir=true to keep archives (resume.redo_all=true re-runs agents)"))
+        raise CannotReverify(
+            "no archive of its working directory, so verifier=command cannot run again without the agent; "
+            "runs with verifier.keep_workdir=true keep archives (resume.redo_all=true re-runs agents)")
     sandbox = sandboxes.open(item["key"], row)
     try:
-        restore_workdir(sandbox, item["archive"])
+        try:
+            restore_workdir(sandbox, item["archive"])
+        except Exception as exc:
+            raise CannotReverify(f"cannot restore the workdir archive: {exc}") from exc
         return run_plan(plan, sandbox, row, result)
-    except Exception as exc:
-        return Score(verifier=plan.vid, kind=plan.kind, error=f"cannot restore the workdir archive: {exc}")
     finally:
         sandbox.close()
