@@ -144,3 +144,20 @@ def test_action_score_without_a_verifier_says_so(tmp_path: Path, mock_server) ->
     score = run_cli(tmp_path, *args, "verifier=none", "action=score")
     assert "already has a score" not in score.stderr, score.stderr
     assert "nothing to score" in score.stderr and "verifier=answer" in score.stderr, score.stderr
+
+
+def test_a_multi_key_reward_json_scores_the_mean_and_keeps_every_named_reward(tmp_path: Path, mock_server) -> None:
+    rows = [{"prompt": "RUN: true\nmulti", "verify": "echo '{\"correctness\": 1, \"performance\": 0.5}' "
+                                                      "> logs/verifier/reward.json"},
+            {"prompt": "RUN: true\nbad", "verify": "echo '{\"correctness\": 1, \"note\": \"fast\"}' "
+                                                    "> logs/verifier/reward.json"}]
+    data = write_dataset(tmp_path / "m.jsonl", rows)
+    result = run_cli(tmp_path, f"dataset.path={data}", "run_name=multi", "verifier=command", "filters=none",
+                     "sandbox=local", "distribution=terminal_only", f"model.base_url={mock_server.base_url}")
+    assert result.returncode == 3, result.stderr
+    scores = _scores(tmp_path / "outputs" / "multi")
+    assert scores[0] == (0.75, 0, None)
+    assert scores[1][0] is None and "must all be numbers" in scores[1][2]
+    with sqlite3.connect(tmp_path / "outputs" / "multi" / "ledger.db") as db:
+        details = db.execute("SELECT s.details FROM scores s JOIN tasks t USING (key) WHERE t.prompt_index = 0").fetchone()[0]
+    assert '"correctness": 1' in details and '"performance": 0.5' in details
