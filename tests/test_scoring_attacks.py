@@ -161,3 +161,16 @@ def test_a_multi_key_reward_json_scores_the_mean_and_keeps_every_named_reward(tm
     with sqlite3.connect(tmp_path / "outputs" / "multi" / "ledger.db") as db:
         details = db.execute("SELECT s.details FROM scores s JOIN tasks t USING (key) WHERE t.prompt_index = 0").fetchone()[0]
     assert '"correctness": 1' in details and '"performance": 0.5' in details
+
+
+@pytest.mark.parametrize("agent", ["oracle", "nop"])
+def test_control_runs_do_not_go_through_the_reasoning_filter(tmp_path: Path, mock_server, agent: str) -> None:
+    """An oracle or nop run is not model output: under the default filters its rows are kept."""
+    rows = [{"prompt": "Write 42", "solution": "echo 42 > answer.txt", "verify": "grep -qx 42 answer.txt"},
+            {"prompt": "Passes anyway", "solution": "true", "verify": "true"}]
+    data = write_dataset(tmp_path / "c.jsonl", rows)
+    result = run_cli(tmp_path, f"dataset.path={data}", f"run_name={agent}", f"agent={agent}", "verifier=command",
+                     "sandbox=local", f"model.base_url={mock_server.base_url}")
+    assert result.returncode == 0, result.stderr
+    assert "2 kept, 0 filtered" in result.stderr, result.stderr
+    assert len(read_jsonl(tmp_path / "outputs" / agent / "trajectories.jsonl")) == 2
