@@ -174,3 +174,18 @@ def test_control_runs_do_not_go_through_the_reasoning_filter(tmp_path: Path, moc
     assert result.returncode == 0, result.stderr
     assert "2 kept, 0 filtered" in result.stderr, result.stderr
     assert len(read_jsonl(tmp_path / "outputs" / agent / "trajectories.jsonl")) == 2
+
+
+def test_an_oracle_without_a_solution_is_listed_as_no_solution(tmp_path: Path, mock_server) -> None:
+    rows = [{"prompt": "Solved", "solution": "echo 42 > a.txt", "verify": "grep -qx 42 a.txt"},
+            {"prompt": "No solution", "verify": "grep -qx 42 a.txt"},
+            {"prompt": "Wrong solution", "solution": "echo 41 > a.txt", "verify": "grep -qx 42 a.txt"}]
+    data = write_dataset(tmp_path / "o.jsonl", rows)
+    result = run_cli(tmp_path, f"dataset.path={data}", "run_name=oracle", "agent=oracle", "verifier=command",
+                     "sandbox=local", "filters=none", f"model.base_url={mock_server.base_url}")
+    assert result.returncode == 0, result.stderr
+    stats = json.loads((tmp_path / "outputs" / "oracle" / "statistics.json").read_text())
+    assert [(b["line"], b["why"]) for b in stats["verification"]["broken_tasks"]] == [
+        (2, "no solution"), (3, "the oracle's solution does not pass")]
+    assert "broken tasks (agent=oracle): 2\n    no solution: dataset lines 2\n" in result.stderr, result.stderr
+    assert "the oracle's solution does not pass: dataset lines 3\n" in result.stderr
