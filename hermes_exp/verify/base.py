@@ -22,7 +22,7 @@ REWARD_LIMIT = 1e6
 def reward_problem(reward: float) -> str | None:
     """Why `reward` is not a valid reward (None when it is)."""
     if not math.isfinite(reward) or abs(reward) > REWARD_LIMIT:
-        return (f"the verifier's reward {reward!r} is outside the valid range -{REWARD_LIMIT:g}..{REWARD_LIMIT:g} "
+        return (f"the verifier's reward {reward!r} is outside the valid range {-REWARD_LIMIT:.0f}..{REWARD_LIMIT:.0f} "
                 "(docs/verifiers.md); the verification is refused")
     return None
 
