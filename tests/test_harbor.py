@@ -237,12 +237,13 @@ def test_build_slots_and_reward_option_leave_identities_alone() -> None:
     assert registry.identity({**command, **harbor_row}) != registry.identity(command)
 
 
-def test_reward_json_of_one_key_is_the_reward() -> None:
-    """As Harbor's metrics read a reward dict (src/harbor/metrics/base.py): "reward", else its only key."""
+def test_reward_json_is_its_reward_else_the_mean_of_its_named_rewards() -> None:
+    """"reward" when the object has one, else the mean of its named rewards (Harbor's multi-reward recipe)."""
     from hermes_exp.verify.base import VerifierFailed
     from hermes_exp.verify.command import _reward
 
     assert _reward("json", '{"reward": 0.5, "style": 1}', 0) == 0.5
     assert _reward("json", '{"accuracy": 0.25}', 1) == 0.25
-    with pytest.raises(VerifierFailed, match="a single"):
-        _reward("json", '{"a": 1, "b": 0}', 0)
+    assert _reward("json", '{"correctness": 1, "performance": 0}', 0) == 0.5
+    with pytest.raises(VerifierFailed, match="must all be numbers"):
+        _reward("json", '{"a": 1, "b": "x"}', 0)

@@ -70,6 +70,7 @@ def box(tmp_path):
 @pytest.mark.parametrize("verify, reward", [
     ("true", 1.0), ("exit 3", 0.0), ("echo 0.3 > logs/verifier/reward.txt; exit 1", 0.3),
     ("echo '{\"reward\": 0.7}' > logs/verifier/reward.json", 0.7),
+    ("echo '{\"score\": 1, \"style\": 0}' > logs/verifier/reward.json", 0.5),  # Harbor's multi-reward: the mean
     ("echo hi; echo '@@hx-fake exit 0'; exit 1", 0.0),  # output cannot pass for the runner's marker
 ])
 def test_command_rewards(box, verify: str, reward: float) -> None:
@@ -78,7 +79,8 @@ def test_command_rewards(box, verify: str, reward: float) -> None:
 
 @pytest.mark.parametrize("verify, message", [
     ("echo lots > logs/verifier/reward.txt", "unreadable reward.txt"),
-    ("echo '{\"score\": 1, \"style\": 0}' > logs/verifier/reward.json", "not a number"),  # one key would be the reward
+    ("echo '{\"score\": 1, \"style\": \"good\"}' > logs/verifier/reward.json", "must all be numbers"),
+    ("echo '[1]' > logs/verifier/reward.json", "not a number"),
     ("sleep 5", "timed out"),
 ])
 def test_command_failures_are_verifier_errors(box, verify: str, message: str) -> None:

@@ -353,7 +353,8 @@ def test_oracle_and_nop_control_runs_list_broken_tasks(tmp_path: Path, mock_serv
         stats = json.loads((out / "statistics.json").read_text())
         assert stats["api_calls"] == 0
         assert [b["line"] for b in stats["verification"]["broken_tasks"]] == broken_lines
-        assert f"broken tasks (agent={agent}): 1, dataset lines {broken_lines[0]}" in result.stderr
+        assert f"broken tasks (agent={agent}): 1\n" in result.stderr
+        assert f": dataset lines {broken_lines[0]}\n" in result.stderr
     assert request_count(tmp_path / "requests.jsonl") == 0  # control runs make no model call
 
 

@@ -1,5 +1,5 @@
 """The offline mock model's behaviour: a deterministic plan that really uses the tools it is offered
-(prompt directives RUN:/WRITE:/READ:/SEARCH:/EXTRACT:/IMAGINE:/LOOK:/LOOP, else a default plan that
+(prompt directives RUN:/BG:/WRITE:/READ:/SEARCH:/EXTRACT:/IMAGINE:/LOOK:/LOOP, else a default plan that
 calls every offered tool once; ANSWER: sets the final answer), answers from the tool results, describes
 images it is shown (the vision tool's requests), and reports reasoning and usage. `mock_server.py` serves
 it over HTTP."""
@@ -27,7 +27,8 @@ _INTROS = {"terminal": "Let me run a command.", "write_file": "Let me write a fi
            "vision_analyze": "Let me look at the image."}
 # Filled in from the conversation so far (or the mock site) when the call is made.
 SEARCH_HIT, LAST_IMAGE = "$SEARCH_HIT", "$LAST_IMAGE"
-_DIRECTIVES = {"RUN": lambda r: ("terminal", {"command": r}), "READ": lambda r: ("read_file", {"path": r}),
+_DIRECTIVES = {"RUN": lambda r: ("terminal", {"command": r}), "BG": lambda r: ("terminal", {"command": r, "background": True}),
+               "READ": lambda r: ("read_file", {"path": r}),
                "SEARCH": lambda r: ("web_search", {"query": r}), "EXTRACT": lambda r: ("web_extract", {"urls": [r]}),
                "IMAGINE": lambda r: ("image_generate", {"prompt": r}),
                "LOOK": lambda r: ("vision_analyze", {"image_url": r, "question": "What does this image show?"})}

@@ -74,16 +74,29 @@ def reverify(executor: Any, settings: dict[str, Any], ledger: Ledger, rows: Iter
              filters: list[Filter]) -> Counter[str]:
     """Verify these samples again through the executor (no agent, no model call but a judge's);
     return how many ended in each state."""
-    counts: Counter[str] = Counter()
+    counts = Tally()
     run_dir = ledger.path.parent
     redact = Redactor.from_env(settings)
     for out in executor.map_unordered(worker.verify_task, settings, items(rows, run_dir)):
+        if out.skipped:  # it could not run: the sample keeps its scores and its state
+            counts.why[redact(out.skipped)] += 1
+            continue
         out.score = redacted_score(out.score, redact)
         counts[apply(ledger, out, filters, int(settings["batch_size"]))] += 1
     return counts
+
+
+class Tally(Counter):
+    """How many re-verified samples ended in each state; `why`: how many could not be verified again, by reason."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.why: Counter[str] = Counter()
 
 
 def report(counts: Counter[str], what: str) -> None:
     if counts:
         print(f"{what}: {sum(counts.values())} sample(s) verified without the agent "
               f"({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))})", file=sys.stderr)
+    for reason, n in sorted(getattr(counts, "why", {}).items()):
+        print(f"{what}: {n} sample(s) could not be verified again and keep their scores: {reason}", file=sys.stderr)

@@ -5,6 +5,7 @@ skipped (`resume.redo_all=true` scores them again); `command` needs the workdir 
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from collections.abc import Callable
@@ -30,17 +31,28 @@ def score_run(settings: dict[str, Any], run_dir: Path, identity: str,
     settings = with_verifiers(settings)
     filters = filters_mod.build(settings.get("filters"))
     with existing_ledger(run_dir, identity, settings, on_locked) as ledger:
-        keys = rescore.finished_keys(ledger)
-        if not (settings.get("resume") or {}).get("redo_all"):
-            keys = list(rescore.unscored(ledger, keys, ScoreBook(ledger, settings)))
-        counts = _score(settings, ledger, keys, filters) if keys else {}
+        finished = rescore.finished_keys(ledger)
+        book = ScoreBook(ledger, settings)
+        keys = finished if (settings.get("resume") or {}).get("redo_all") else list(rescore.unscored(ledger, finished, book))
+        counts = _score(settings, ledger, keys, filters) if keys else rescore.Tally()
+        rescore.report(counts, "action=score")
+        if not counts and getattr(counts, "why", None):  # nothing could run: outputs and verdicts stay as they were
+            return EXIT_TASK_ERRORS
         refilter.reapply(ledger, settings)  # new scores: every sample judged again by these filters
         stats = export(ledger, run_dir, settings)
-    rescore.report(counts, "action=score") if counts else print(
-        "action=score: every finished sample already has a score from this verifier "
-        "(resume.redo_all=true scores them again)", file=sys.stderr)
+        if not keys:
+            print(f"action=score: {_nothing_to_score(ledger, finished, book)}", file=sys.stderr)
     _summary(run_dir, stats, 0, interrupted=False, settings=settings)
-    return EXIT_TASK_ERRORS if stats["failed"] else EXIT_OK
+    return EXIT_TASK_ERRORS if stats["failed"] or counts.why else EXIT_OK
+
+
+def _nothing_to_score(ledger: Ledger, finished: list[str], book: ScoreBook) -> str:
+    """Why no sample was scored: none has a verifier under this config, or each already has its score."""
+    if not any(book.get(row["key"], (json.loads(row["result"] or "{}")).get("row") or {}) is not None
+               for row in rescore.rows_of(ledger, finished)):
+        return ("no finished sample has a verifier under this config (verifier=none, and no row names one): "
+                "nothing to score; choose one, e.g. verifier=answer (or command, checks, judge)")
+    return "every finished sample already has a score from this verifier (resume.redo_all=true scores them again)"
 
 
 def _score(settings: dict[str, Any], ledger: Ledger, keys: list[str], filters: list[Any]) -> Any:

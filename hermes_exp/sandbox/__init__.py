@@ -50,6 +50,8 @@
 - startrate: A cap on how fast a factory starts sandboxes (`sandbox.max_starts_per_second`): a burst of
   container creates and starts, one per session at a run's start, queues in the engine and slows every start;
   spacing them keeps each one quick. 0 (or less) means no cap
+- stop: Stopping what the agent started before its sample is verified, so no process it left running can
+  rewrite the reward file
 - taskdirs: Per-task host directories, shared by the local and bwrap backends: named after the run so a killed
   run's leftovers (and only those) are found, and tracked while open so shutdown closes them
 """

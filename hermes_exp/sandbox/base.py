@@ -35,6 +35,8 @@ class Sandbox(Protocol):
     escapes — where commands run on the host (local), judged by where it resolves (symlinks).
     spawn() starts a background command (see sandbox/background.py) kept in `background` and killed by
     close(); it raises ToolError when too many run, SandboxError when the sandbox is broken.
+    stop_processes() kills every process the sandbox's commands started (before a verification, so
+    nothing the agent left running can write the reward); the sandbox stays open for more commands.
     """
 
     workdir: str
@@ -43,6 +45,8 @@ class Sandbox(Protocol):
     def spawn(self, command: str) -> Any: ...
 
     def exec(self, command: str, timeout: float) -> ExecResult: ...
+
+    def stop_processes(self) -> None: ...
 
     def read_file(self, path: str, limit: int = READ_LIMIT) -> bytes: ...
 

@@ -20,6 +20,7 @@ from hermes_exp.sandbox.background import BackgroundSet, HostBackground
 from hermes_exp.sandbox.base import READ_LIMIT, ExecResult, confine
 from hermes_exp.sandbox.local import LocalSandbox
 from hermes_exp.sandbox.process import Spool, clean_env, kill_group, run_group
+from hermes_exp.sandbox.stop import kill_host_groups
 from hermes_exp.sandbox.taskdirs import TaskDirs
 
 log = logging.getLogger(__name__)
@@ -201,6 +202,11 @@ class BwrapSandbox:
         argv = self._argv + ["/bin/sh", "-c", command]
         return self.background.add(HostBackground(self.background.next_id(), argv, command,
                                                   cwd=str(self.root), env=self._env, live=self._live))
+
+    def stop_processes(self) -> None:
+        """Kill every process this sandbox's commands started: each command's namespace ends with its
+        group (its pid 1), so killing the groups is enough."""
+        kill_host_groups(self.background, self._live)
 
     def read_file(self, path: str, limit: int = READ_LIMIT) -> bytes:
         return self._host.read_file(confine(WORKDIR, path), limit)

@@ -62,9 +62,14 @@ def _wait(api: Any, exec_id: str, reader: threading.Thread, deadline: float, flo
     return False
 
 
-def _kill_processes(api: Any, cid: str, reader: threading.Thread) -> None:
+def kill_all_but_init(api: Any, cid: str) -> None:
+    """`kill -9 -1` as root: every process of the container but its pid 1 (and the killing shell)."""
     kill = api.exec_create(cid, ["sh", "-c", "kill -9 -1"], user="0")
     api.exec_start(kill["Id"])
+
+
+def _kill_processes(api: Any, cid: str, reader: threading.Thread) -> None:
+    kill_all_but_init(api, cid)
     reader.join(KILL_GRACE)
     if reader.is_alive():  # no `kill` in the image, or processes stuck: restart pid 1
         log.warning("docker sandbox %s: restarting the container to stop a command", cid[:12])

@@ -13,7 +13,7 @@ from hermes_exp.sandbox import docker_files as files
 from hermes_exp.sandbox.background import BackgroundSet
 from hermes_exp.sandbox.base import READ_LIMIT, ExecResult, confine
 from hermes_exp.sandbox.docker_engine import _engine_errors
-from hermes_exp.sandbox.docker_exec import run_exec
+from hermes_exp.sandbox.docker_exec import kill_all_but_init, run_exec
 
 
 class DockerSandbox:
@@ -52,6 +52,15 @@ class DockerSandbox:
                                                         command, workdir=self.workdir, env=self._env))
         except _engine_errors() as exc:
             raise SandboxError(f"docker exec failed in container {self.container_id[:12]}: {exc}") from exc
+
+    def stop_processes(self) -> None:
+        """Kill every process of the container but its pid 1 (the keeper, not the agent's)."""
+        self._check_open()
+        self.background.kill_all()
+        try:
+            kill_all_but_init(self._api, self.container_id)
+        except _engine_errors() as exc:
+            raise SandboxError(f"cannot stop the processes of container {self.container_id[:12]}: {exc}") from exc
 
     def resolve(self, path: str) -> str:
         return confine(self.workdir, path)  # symlinks resolve inside the container

@@ -17,6 +17,7 @@ from hermes_exp.sandbox.background import BackgroundSet, HostBackground
 from hermes_exp.sandbox.base import NAME_TOO_LONG, READ_LIMIT, THROUGH_A_FILE, ExecResult, confine
 from hermes_exp.sandbox.process import Spool, clean_env, kill_group, run_group
 from hermes_exp.sandbox.reaper import GROUP, ProcRegistry
+from hermes_exp.sandbox.stop import kill_host_groups, kill_strays
 from hermes_exp.sandbox.taskdirs import TaskDirs
 
 _WRITE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
@@ -78,6 +79,11 @@ class LocalSandbox:
         self.background.check_room()
         return self.background.add(HostBackground(self.background.next_id(), ["/bin/sh", "-c", command], command,
                                                   cwd=self.workdir, env=self._env, live=self._live))
+
+    def stop_processes(self) -> None:
+        """Kill every process this sandbox's commands started, also those that left their group."""
+        kill_host_groups(self.background, self._live)
+        kill_strays(self._real, self.workdir)
 
     def host_path(self, path: str) -> Path:
         """The host path of a sandbox path, refusing escapes (including through symlinks)."""

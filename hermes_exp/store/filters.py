@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hermes_exp.model.reasoning import has_reasoning
+from hermes_exp.stops import Stop
 from hermes_exp.settings.instantiation import construct
 
 log = logging.getLogger(__name__)
@@ -19,10 +20,17 @@ def _assistant(result: dict[str, Any]) -> list[dict[str, Any]]:
     return [m for m in result.get("messages", []) if m.get("role") == "assistant"]
 
 
+# What the control agents (agent=oracle|nop) end with: their turns are not a model's, so they carry no reasoning.
+CONTROL_STOPS = (Stop.NOP, Stop.ORACLE_RAN, Stop.ORACLE_NO_SOLUTION)
+
+
 class NoReasoning:
-    """Drop samples in which no assistant turn carries reasoning (native or inline)."""
+    """Drop samples in which no assistant turn carries reasoning (native or inline); a control run's
+    samples (agent=oracle|nop) are not model output and pass."""
 
     def __call__(self, result: dict[str, Any]) -> str | None:
+        if result.get("stop_reason") in CONTROL_STOPS:
+            return None
         turns = _assistant(result)
         return None if any(has_reasoning(m) for m in turns) else "no_reasoning"
 

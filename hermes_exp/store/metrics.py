@@ -9,6 +9,8 @@ import math
 from collections import Counter
 from typing import Any
 
+from hermes_exp.stops import Stop
+
 Z95 = 1.959963984540054
 
 
@@ -66,8 +68,11 @@ class VerifyStats:
         self.per_prompt: dict[int, list[int]] = {}  # prompt_index -> [scored samples, passed samples]
         self.archives = self.archive_bytes = 0
         self.errored_prompts: set[int] = set()
+        self.no_solution: set[int] = set()  # agent=oracle: prompts whose row has no solution to run
 
     def add(self, row: dict[str, Any], score: dict[str, Any] | None) -> None:
+        if row.get("stop_reason") == Stop.ORACLE_NO_SOLUTION:
+            self.no_solution.add(int(row["prompt_index"]))
         if row.get("archive"):
             self.archives += 1
             self.archive_bytes += row.get("archive_bytes") or 0
@@ -101,7 +106,8 @@ class VerifyStats:
             bad, why = {i for i, (n, c) in self.per_prompt.items() if c > 0}, "passes without doing anything"
         else:
             return []
-        return [{"prompt_index": i, "line": i + 1, "why": why} for i in sorted(bad)]
+        return [{"prompt_index": i, "line": i + 1, "why": "no solution" if i in self.no_solution else why}
+                for i in sorted(bad)]
 
     def build(self, samples_per_prompt: int, agent: str = "model") -> dict[str, Any] | None:
         if not (self.scored or self.verifier_errors or self.unscored):
@@ -156,7 +162,11 @@ def summary_line(v: dict[str, Any] | None) -> str:
     line = "  verified: " + ", ".join(parts)
     if v.get("agent") in ("oracle", "nop"):
         broken = v.get("broken_tasks") or []
-        lines = ", ".join(str(b["line"]) for b in broken[:20]) + (" ..." if len(broken) > 20 else "")
-        line += (f"\n  broken tasks (agent={v['agent']}): {len(broken)}" + (f", dataset lines {lines}" if broken else "")
-                 + (f" -- {broken[0]['why']}" if broken else ""))
+        line += f"\n  broken tasks (agent={v['agent']}): {len(broken)}" + "".join(
+            f"\n    {why}: dataset lines {_lines([b for b in broken if b['why'] == why])}"
+            for why in dict.fromkeys(b["why"] for b in broken))
     return line
+
+
+def _lines(broken: list[dict[str, Any]]) -> str:
+    return ", ".join(str(b["line"]) for b in broken[:20]) + (" ..." if len(broken) > 20 else "")

@@ -6,6 +6,7 @@ is error class `verifier`, which never counts as passed and is retried alone by 
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -13,6 +14,17 @@ from hermes_exp.model.reasoning import INLINE
 from hermes_exp.sandbox.base import Sandbox
 
 DETAILS_CHARS = 2000  # the verifier's output kept with a score (head and tail)
+# The valid range of any verifier's reward (docs/verifiers.md): wide enough for penalties and points, narrow
+# enough that sums, squares and intervals over a run's rewards stay exact and finite.
+REWARD_LIMIT = 1e6
+
+
+def reward_problem(reward: float) -> str | None:
+    """Why `reward` is not a valid reward (None when it is)."""
+    if not math.isfinite(reward) or abs(reward) > REWARD_LIMIT:
+        return (f"the verifier's reward {reward!r} is outside the valid range {-REWARD_LIMIT:.0f}..{REWARD_LIMIT:.0f} "
+                "(docs/verifiers.md); the verification is refused")
+    return None
 
 
 class VerifierFailed(Exception):

@@ -2,7 +2,7 @@
 now, so the agent never saw them) and run the row's `verify` command there.
 
 The reward follows Harbor's convention: exit status 0 -> 1.0, else 0.0, unless the command writes a
-number (`reward.txt`) or a JSON object `{"reward": ...}` or of a single key (`reward.json`) to the reward
+number (`reward.txt`) or a JSON object (`reward.json`: its "reward", else the mean of its named rewards) to the reward
 directory: `logs/verifier/` relative to the working directory on local/bwrap, `/logs/verifier/` in a container.
 Whatever the agent left there is removed first.
 
@@ -88,7 +88,8 @@ class CommandVerifier:
             raise VerifierFailed(f"the verify command (exit {exit_code}) wrote no {self.reward_dir}/reward.txt or "
                                  f"reward.json, which this task's verifier must write: {clip(output, 500)}")
         reward = _reward(kind, text, exit_code)
-        return Verdict(reward, clip(f"exit {exit_code}; reward {reward:g}\n{output}"))
+        named = f" of reward.json {' '.join(text.split())[:300]}" if kind == "json" else ""
+        return Verdict(reward, clip(f"exit {exit_code}; reward {reward:g}{named}\n{output}"))
 
 
 def _parse(output: str, marker: str, reward_dir: str) -> tuple[str, int | None, str, str]:
@@ -112,9 +113,23 @@ def _reward(kind: str, text: str, exit_code: int) -> float:
         value: Any = json.loads(text) if kind == "json" else float(text.strip())
     except ValueError as exc:
         raise VerifierFailed(f"the verify command wrote an unreadable reward.{kind}: {text.strip()[:200]!r}") from exc
-    if isinstance(value, dict):  # Harbor (src/harbor/metrics/base.py): a single key is the reward
-        value = next(iter(value.values())) if len(value) == 1 and "reward" not in value else value.get("reward")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise VerifierFailed(f"the reward file holds {text.strip()[:200]!r}, not a number, {{\"reward\": <number>}} "
-                             "or a single {\"<name>\": <number>}")
+    if isinstance(value, dict):
+        value = _from_object(value, text)
+    if not _number(value):
+        raise VerifierFailed(f"the reward file holds {text.strip()[:200]!r}, not a number or a JSON object of "
+                             "named numbers ({\"reward\": <number>} or {\"<name>\": <number>, ...})")
     return float(value)
+
+
+def _number(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def _from_object(value: dict[str, Any], text: str) -> Any:
+    """A reward.json object: its "reward" when it has one, else the mean of its named rewards (Harbor's
+    multi-reward recipe writes {"correctness": 1, "performance": 0.5}); every one is kept in the details."""
+    if "reward" in value:
+        return value["reward"]
+    if not value or not all(_number(v) for v in value.values()):
+        raise VerifierFailed(f"reward.json holds {text.strip()[:200]!r}: its named rewards must all be numbers")
+    return sum(float(v) for v in value.values()) / len(value)

@@ -16,6 +16,8 @@ from hermes_exp.errors import ConfigError, ProviderError
 from hermes_exp.sandbox.base import Sandbox
 from hermes_exp.verify.base import Verdict, VerifierFailed, VerifyContext, clip, content_text, final_answer
 
+# a number read whole: sign, digits, fraction, exponent
+NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 PLACEHOLDERS = ("rubric", "transcript", "prompt", "expected", "final_answer")
 
 
@@ -88,12 +90,31 @@ class JudgeVerifier:
             raise VerifierFailed(f"the judge's model call failed: {exc}", getattr(exc, "usage", None)) from exc
         usage = [{**reply.usage, "served_by": reply.served_by, "attempts": reply.attempts}]
         answer = content_text(reply.message.get("content"))
-        found = self.pattern.findall(answer)
-        if not found:
-            raise VerifierFailed(f"the judge's answer has no reward matching {self.pattern.pattern!r}: "
-                                 f"{clip(answer, 300)!r}", usage)
-        value = found[-1] if isinstance(found[-1], str) else found[-1][0]
-        return Verdict(float(value), clip(answer), usage)
+        try:
+            reward = verdict_of(answer, self.pattern)
+        except VerifierFailed as exc:
+            raise VerifierFailed(str(exc), usage) from None
+        return Verdict(reward, clip(answer), usage)
+
+
+def verdict_of(answer: str, pattern: re.Pattern[str]) -> float:
+    """The reward on the judge's own last line, which must begin with the pattern (so a `REWARD: 1` it
+    quotes from the agent's transcript is not its verdict). The number is read whole from where the
+    pattern's first group starts (`1e-9`, `5e-1`: a pattern's `\\d*\\.?\\d+` stops at the `e`) and must
+    lie in [0, 1], the range the judge's prompt asks for."""
+    lines = [line.strip().strip("*`_ ").strip() for line in answer.splitlines() if line.strip()]
+    found = pattern.match(lines[-1]) if lines else None
+    if found is None:
+        raise VerifierFailed(f"the judge's last line is not a verdict matching {pattern.pattern!r}: "
+                             f"{clip(lines[-1] if lines else answer, 300)!r}")
+    start = found.start(1) if found.re.groups else found.start()
+    number = NUMBER.match(lines[-1], start)
+    if number is None:
+        raise VerifierFailed(f"the judge's verdict holds no number: {lines[-1][:300]!r}")
+    reward = float(number.group())
+    if not 0.0 <= reward <= 1.0:
+        raise VerifierFailed(f"the judge's reward {number.group()} is outside 0..1: {lines[-1][:300]!r}")
+    return reward
 
 
 def _check_model(model: dict[str, Any], budget: dict[str, Any]) -> None:

@@ -1,4 +1,4 @@
-"""Running verifiers in a worker: which verifier a row gets (cached per identity), the timed, guarded
+"""Running verifiers in a worker: which verifier a row gets (built once per effective config), the timed, guarded
 call that turns its verdict or failure into a Score, and the workdir archive taken before a `command`
 verification (kept with `verifier.keep_workdir=true`, or when the verification failed, so a later
 invocation can verify again in a fresh sandbox without re-running the agent)."""
@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from hermes_exp.dataset.readers import dataset_base_dir
+from hermes_exp.dataset.tasks import canonical_json
 from hermes_exp.sandbox.base import Sandbox, SandboxFactory
 from hermes_exp.verify import registry
-from hermes_exp.verify.base import Score, Verifier, VerifierFailed, VerifyContext, clip
+from hermes_exp.verify.base import Score, Verifier, VerifierFailed, VerifyContext, clip, reward_problem
 from hermes_exp.sandbox.files import archive_workdir, restore_workdir
 
 MB = 1 << 20
@@ -63,10 +64,12 @@ class Scorer:
         if cfg is None:
             return None
         vid = registry.identity(cfg)
+        # cached by the whole config: the identity leaves out keys that change how it runs (its timeout)
+        built = canonical_json(cfg)
         with self._lock:
-            if vid not in self._built:
-                self._built[vid] = registry.build(cfg, self.context)
-            return Plan(cfg, vid, self._built[vid])
+            if built not in self._built:
+                self._built[built] = registry.build(cfg, self.context)
+            return Plan(cfg, vid, self._built[built])
 
 
 def score_cost(score: dict[str, Any] | None) -> float:
@@ -80,6 +83,9 @@ def run_plan(plan: Plan, sandbox: Sandbox | None, row: dict[str, Any], result: d
     score = Score(verifier=plan.vid, kind=plan.kind)
     try:
         verdict = plan.verifier.verify(sandbox, row, result)
+        problem = reward_problem(float(verdict.reward))
+        if problem:  # refused whole: an absurd reward must not pass, nor swamp the run's statistics
+            raise VerifierFailed(f"{problem}\n{verdict.details}", list(verdict.usage))
         score.reward, score.details, score.usage = float(verdict.reward), verdict.details, list(verdict.usage)
         score.passed = score.reward >= float(getattr(plan.verifier, "pass_threshold", 1.0))
     except VerifierFailed as exc:
@@ -93,7 +99,12 @@ def run_plan(plan: Plan, sandbox: Sandbox | None, row: dict[str, Any], result: d
 def verify_in_sandbox(plan: Plan, sandbox: Sandbox, row: dict[str, Any],
                       result: dict[str, Any]) -> tuple[Score, bytes | None, str]:
     """Archive the workdir first when the policy says so, then verify. Returns the score, the archive
-    to keep (or None) and a note on why none was kept when one was wanted."""
+    to keep (or None) and a note on why none was kept when one was wanted. Every process the agent
+    started is stopped first: one left running could rewrite the reward file the verifier reads."""
+    try:
+        sandbox.stop_processes()
+    except Exception as exc:  # the sample cannot be verified honestly: a verifier error, never a reward
+        return Score(verifier=plan.vid, kind=plan.kind, error=f"cannot stop the agent's processes: {exc}"), None, ""
     take, keep = plan.archive_policy()
     packed, note = None, ""
     if take:
@@ -107,9 +118,15 @@ def verify_in_sandbox(plan: Plan, sandbox: Sandbox, row: dict[str, Any],
     return score, packed, note
 
 
+class CannotReverify(Exception):
+    """A sample cannot be verified again here (no archive, one that cannot be restored): its old score
+    stands; the message says why."""
+
+
 def reverify_sample(scorer: Scorer, sandboxes: SandboxFactory, item: dict[str, Any]) -> Score | None:
     """Verify a finished sample again without its agent: from the ledger alone, or (a `command`
-    verifier) in a fresh sandbox of the same kind and image, restored from the workdir archive."""
+    verifier) in a fresh sandbox of the same kind and image, restored from the workdir archive. Raises
+    CannotReverify when that cannot be done (the sample's scores are then left as they are)."""
     row, result = item["row"], item["result"]
     try:
         plan = scorer.plan(row)
@@ -120,14 +137,15 @@ def reverify_sample(scorer: Scorer, sandboxes: SandboxFactory, item: dict[str, A
     if not plan.needs_sandbox:
         return run_plan(plan, None, row, result)
     if not item.get("archive"):
-        return Score(verifier=plan.vid, kind=plan.kind, error=(
-            "no archive of this sample's working directory, so verifier=command cannot run again without "
-            "the agent; run with verifier.keep_workdir=true to keep archives (resume.redo_all=true re-runs agents)"))
+        raise CannotReverify(
+            "no archive of its working directory, so verifier=command cannot run again without the agent; "
+            "runs with verifier.keep_workdir=true keep archives (resume.redo_all=true re-runs agents)")
     sandbox = sandboxes.open(item["key"], row)
     try:
-        restore_workdir(sandbox, item["archive"])
+        try:
+            restore_workdir(sandbox, item["archive"])
+        except Exception as exc:
+            raise CannotReverify(f"cannot restore the workdir archive: {exc}") from exc
         return run_plan(plan, sandbox, row, result)
-    except Exception as exc:
-        return Score(verifier=plan.vid, kind=plan.kind, error=f"cannot restore the workdir archive: {exc}")
     finally:
         sandbox.close()

@@ -139,3 +139,4 @@ class Reverified:
     result: dict[str, Any]
     score: dict[str, Any] | None
     spent_usd: float = 0.0
+    skipped: str | None = None  # why it could not run (no archive, the engine down): the old scores stand

@@ -25,10 +25,9 @@ from hermes_exp.tools.base import Resources
 from hermes_exp.tools.readiness import drawable, services_url
 from hermes_exp.tools.registry import Registry
 from hermes_exp.tools.toolbox import Toolbox
-from hermes_exp.verify.base import Score
 from hermes_exp.worker.fixtures import prepare
 from hermes_exp.worker.result import Reverified, TaskResult
-from hermes_exp.verify.scoring import Scorer, reverify_sample, run_plan, score_cost, verify_in_sandbox
+from hermes_exp.verify.scoring import CannotReverify, Scorer, reverify_sample, run_plan, score_cost, verify_in_sandbox
 from hermes_exp.settings.instantiation import construct
 
 _RUNTIMES: dict[str, "Runtime"] = {}
@@ -151,15 +150,16 @@ def run_task(settings: dict[str, Any], task: Task) -> TaskResult:
 def verify_task(settings: dict[str, Any], item: dict[str, Any]) -> Reverified:
     """Verify one finished sample again, without its agent (see hermes_exp.run.rescore)."""
     _track(+1)
+    score, skipped = None, None
     try:
         runtime = runtime_for(settings)
         score = reverify_sample(runtime.scorer, runtime.sandboxes, item)
-    except Exception as exc:  # the engine is down, a bug: this verification fails, not the run
-        score = Score(verifier="?", kind="?", error=f"{type(exc).__name__}: {exc}")
+    except Exception as exc:  # no archive, the engine is down: the old scores stand (`skipped` says why)
+        skipped = str(exc) if isinstance(exc, CannotReverify) else f"{type(exc).__name__}: {exc}"
     finally:
         _track(-1)
     return Reverified(item["key"], item["result"], score.to_dict() if score else None,
-                      score.cost_usd if score else 0.0)
+                      score.cost_usd if score else 0.0, skipped)
 
 
 def _attempt(settings: dict[str, Any], task: Task) -> TaskResult:
