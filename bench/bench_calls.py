@@ -32,7 +32,7 @@ TIMED = [("complete", "hermes_exp.model.client", "ModelClient.complete"),
          ("complete > limiter", "hermes_exp.model.ratelimit", "RateLimiter.release"),
          ("tool calls", "hermes_exp.tools.registry", "Registry.call"),
          ("session (run_task)", "hermes_exp.worker.task", "run_task"),
-         ("ledger_row", "hermes_exp.run.invocation", "ledger_row"),
+         ("ledger_row", "hermes_exp.run.dispatch", "ledger_row"),
          ("Ledger.record", "hermes_exp.store.ledger", "Ledger.record"),
          ("Ledger.mark_running", "hermes_exp.store.ledger", "Ledger.mark_running"),
          ("export", "hermes_exp.run.invocation", "export")]

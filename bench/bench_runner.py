@@ -127,6 +127,8 @@ def time_planning(data: Path, run_dir: Path, settings: dict[str, Any]) -> tuple[
     from hermes_exp.run.plan import intent, pending
     from hermes_exp.settings.resolved import identity_hash
     from hermes_exp.store.export import export
+    from hermes_exp.store.formats import chosen_formats
+    from hermes_exp.store.samples import selection_mode
     from hermes_exp.store.ledger import Ledger
 
     t0 = time.perf_counter()
@@ -134,7 +136,7 @@ def time_planning(data: Path, run_dir: Path, settings: dict[str, Any]) -> tuple[
     ledger = Ledger(run_dir / "ledger.db")
     todo = pending(found.indexed, ledger.states(), intent(settings))
     t1 = time.perf_counter()
-    export(ledger, run_dir, settings)
+    export(ledger, run_dir, settings, chosen_formats(settings), selection_mode(settings))
     t2 = time.perf_counter()
     ledger.close()
     return t1 - t0, t2 - t1, len(todo)

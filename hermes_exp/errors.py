@@ -6,6 +6,11 @@ from typing import Any
 
 from hermes_exp.stops import RunStop
 
+# The ledger's error classes (what `resume.retry_errors` names). VERIFIER: a failed verification,
+# re-verified by every invocation, the agent never re-run.
+VERIFIER = "verifier"
+ERROR_CLASSES = ("provider", "sandbox", "model", "internal", "budget", VERIFIER)
+
 
 class HermesExpError(Exception):
     """An error the user can act on. `hint` says how to fix it; the CLI prints both and exits non-zero.

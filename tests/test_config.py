@@ -15,7 +15,8 @@ from hydra.utils import instantiate
 from hermes_exp.settings.paths import config_dir, register_resolvers
 from hermes_exp.tools.distribution import validate
 from hermes_exp.errors import ConfigError
-from hermes_exp.settings.resolved import IDENTITY_KEYS, check, identity_hash, to_plain
+from hermes_exp.run.checks import check
+from hermes_exp.settings.resolved import IDENTITY_KEYS, identity_hash, to_plain
 from hermes_exp.agent.control import AGENTS
 from hermes_exp.verify.base import VerifyContext
 from hermes_exp.verify.registry import build

@@ -89,9 +89,8 @@ class _Summariser:
         invocation number of its own (negative: no dispatch has it), which `close` removes once every
         summary is stored with its cost; a kill leaves it for the next run to count."""
         from hermes_exp.money import sweep_budget
-        from hermes_exp.model.clients import second_client
+        from hermes_exp.model.clients import model_endpoint, second_client
         from hermes_exp.model.probe import probe
-        from hermes_exp.run.invocation import model_endpoint
 
         model = self.cfg.summariser_model()
         base_url = self.stack.enter_context(model_endpoint({**self.settings, "model": model}))

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from hermes_exp.settings.canonical import canonical_json  # imported from here by its users too
 from hermes_exp.settings.count_limits import MAX_TASKS, too_many_tasks
 from hermes_exp.errors import DatasetError
 from hermes_exp.dataset.readers import Record, Source, open_source
@@ -30,10 +31,6 @@ class Task:
     index: int
     row: dict[str, Any]
     sample: int = 0
-
-
-def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def task_key(row: dict[str, Any], occurrence: int, identity: str, sample: int = 0,

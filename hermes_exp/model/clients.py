@@ -5,6 +5,8 @@ same limits and in the same spend journal: whoever makes a call, the run pays fo
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # openai is imported only when a client is built
@@ -19,6 +21,20 @@ def endpoint(model: dict[str, Any], provider: dict[str, Any], running: str | Non
     if model.get("mock_server"):
         return running
     return provider.get("base_url") or running
+
+
+@contextmanager
+def model_endpoint(settings: dict[str, Any]) -> Iterator[str]:
+    """The base URL to call: the model's, else the provider's, else a mock server started for the run."""
+    model = settings["model"]
+    url = endpoint(model, settings["provider"], None)  # the rule every client's endpoint follows
+    if url:
+        yield url
+        return
+    from hermes_exp.mock.server import MockServer
+
+    with MockServer(**(model.get("mock_server") or {})) as server:
+        yield server.base_url
 
 
 def second_client(settings: dict[str, Any], model: dict[str, Any], provider: dict[str, Any],

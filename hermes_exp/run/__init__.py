@@ -1,10 +1,20 @@
 """One invocation, in the parent: checks, planning, dispatch, the actions (export, score, compress) and progress.
 
+- checks: Every start-up check of an invocation, in one place: `check_all(settings) -> Checked`, one frozen
+  value (the action, the resume intent, the samples, the export selection and formats, the pilot, the
+  distribution) that later code reads instead of validating the settings again
+- dispatch: The dispatch, in the parent alone: hand the pending tasks to the executor, commit each result to
+  the ledger as it comes back, re-verify failed verifications, and close whatever the workers left open
+- export_action: `action=export` (and `action=compress`): re-apply the current filters to every finished task
+  and rewrite the outputs from the ledger, without a single model call
 - export_scope: Which tasks an export covers: the invocation's own dataset selection and samples_per_prompt,
   brought into the ledger (task count, selected keys) as a run's plan does, with nothing run
 - guard: The parent's run-wide stops: the budget is reached, or calls keep failing authentication or finding
   no such model (404)
-- invocation: One run: plan pending tasks, dispatch them, commit each result to the ledger, export
+- invocation: One run: check the settings, plan pending tasks, dispatch them, commit each result to the
+  ledger, export
+- ledger_open: The run's ledger, opened under the run lock: claimed by this experiment (an earlier one
+  archived when `resume.new_identity` asks), refused when it is damaged or belongs to another experiment
 - lock: One invocation per run directory at a time: an exclusive flock, released by the OS on any exit
 - pilot: Know the cost before paying it: `pilot=K` runs K tasks spread evenly over the selected dataset and
   projects the whole run (every task, every sample) from what they cost and how long they took; the same
@@ -24,4 +34,6 @@
   an agent, then re-apply the filters and rewrite the outputs
 - signals: SIGINT and SIGTERM stop a run once: the first raises KeyboardInterrupt (no new tasks; finished work
   is committed, sandboxes closed), every later one only hurries that shutdown along
+- summary: What an invocation prints when it ends (the counts, the files, how to resume or retry) and the exit
+  codes
 """

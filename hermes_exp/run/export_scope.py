@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from hermes_exp.errors import ConfigError, DatasetError
-from hermes_exp.run.plan import intent, plan_invocation, samples_per_prompt
-from hermes_exp.run.prepare import Prepared
+from hermes_exp.run.checks import Checked
+from hermes_exp.run.plan import plan_invocation
 from hermes_exp.dataset.selection import scan_selected
 from hermes_exp.store.ledger import Ledger
 from hermes_exp.verify.rows import row_checker
@@ -20,11 +20,11 @@ from hermes_exp.verify.rows import row_checker
 log = logging.getLogger(__name__)
 
 
-def rescope(ledger: Ledger, settings: dict[str, Any], run_dir: Path) -> tuple[int, bool] | None:
+def rescope(ledger: Ledger, settings: dict[str, Any], checked: Checked) -> tuple[int, bool] | None:
     """Scan the dataset with this invocation's selection; return (tasks of the ledger outside it, whether
     the selection narrows the dataset), or None when the dataset cannot be read any more (moved or
     deleted after the run): the export then covers the last selection the ledger recorded, as it says."""
-    prepared = Prepared(settings, run_dir)
+    prepared = checked.prepared
     try:
         dataset, selection, cache = prepared.dataset, prepared.selection, prepared.cache
     except (ConfigError, DatasetError) as exc:
@@ -35,10 +35,10 @@ def rescope(ledger: Ledger, settings: dict[str, Any], run_dir: Path) -> tuple[in
             return None
         raise
     check = cache.watching(row_checker(prepared.verified))
-    with tempfile.TemporaryFile(dir=run_dir, prefix=".dataset-") as spool:
+    with tempfile.TemporaryFile(dir=prepared.run_dir, prefix=".dataset-") as spool:
         scan = functools.partial(scan_selected, dataset, selection, prepared.identity,
-                                 bool(settings["dataset"].get("skip_invalid")), samples=samples_per_prompt(settings),
+                                 bool(settings["dataset"].get("skip_invalid")), samples=checked.samples,
                                  extra_check=check, spool=spool)
         found = cache.load(keys=False) or scan()
-        _, plan = plan_invocation(ledger, cache, found, scan, selection, intent(settings), None)
+        _, plan = plan_invocation(ledger, cache, found, scan, selection, checked.intent, None)
     return plan.gone, bool(selection.narrows or selection.max_rows)

@@ -9,13 +9,11 @@ from typing import Any, NamedTuple
 
 from hermes_exp.run import pilot
 from hermes_exp.dataset.tasks import Scan, Slot
-from hermes_exp.errors import ConfigError
+from hermes_exp.errors import ERROR_CLASSES, VERIFIER, ConfigError
 from hermes_exp.run.scan_cache import ScanCache
 from hermes_exp.store import planning
 from hermes_exp.store.ledger import Ledger
 
-VERIFIER = "verifier"  # a failed verification: re-verified by every invocation, the agent never re-run
-ERROR_CLASSES = ("provider", "sandbox", "model", "internal", "budget", VERIFIER)
 DEFAULT_RETRY = ("provider", "sandbox")
 
 

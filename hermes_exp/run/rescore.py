@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_exp.worker import task as worker
-from hermes_exp.run.plan import VERIFIER
+from hermes_exp.errors import VERIFIER
 from hermes_exp.store.filters import Filter
 from hermes_exp.store.ledger import Ledger
 from hermes_exp.store.scores import save_score, set_outcome

@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
 
 from hermes_exp.run import rescore
 from hermes_exp.errors import LedgerError
-from hermes_exp.run.invocation import (EXIT_OK, EXIT_TASK_ERRORS, _stop_workers, _summary, existing_ledger, model_endpoint,
-                            run_id_for)
+from hermes_exp.model.clients import model_endpoint
+from hermes_exp.run.checks import Checked
+from hermes_exp.run.dispatch import run_id_for, stop_workers
+from hermes_exp.run.ledger_open import existing_ledger
+from hermes_exp.run.summary import EXIT_OK, EXIT_TASK_ERRORS, summary
 from hermes_exp.store import filters as filters_mod, refilter
 from hermes_exp.store.export import export
 from hermes_exp.store.ledger import Ledger
@@ -24,13 +26,13 @@ from hermes_exp.verify.rows import with_verifiers
 from hermes_exp.settings.instantiation import construct
 
 
-def score_run(settings: dict[str, Any], run_dir: Path, identity: str,
-              on_locked: Callable[[], None] | None = None) -> int:
+def score_run(checked: Checked, on_locked: Callable[[], None] | None = None) -> int:
+    run_dir = checked.prepared.run_dir
     if not (run_dir / "ledger.db").is_file():
         raise LedgerError(f"no ledger in {run_dir}", "check run_name=...; action=score works on an existing run")
-    settings = with_verifiers(settings)
+    settings = with_verifiers(checked.settings)
     filters = filters_mod.build(settings.get("filters"))
-    with existing_ledger(run_dir, identity, settings, on_locked) as ledger:
+    with existing_ledger(run_dir, checked.prepared.identity, settings, on_locked) as ledger:
         finished = rescore.finished_keys(ledger)
         book = ScoreBook(ledger, settings)
         keys = finished if (settings.get("resume") or {}).get("redo_all") else list(rescore.unscored(ledger, finished, book))
@@ -39,10 +41,10 @@ def score_run(settings: dict[str, Any], run_dir: Path, identity: str,
         if not counts and getattr(counts, "why", None):  # nothing could run: outputs and verdicts stay as they were
             return EXIT_TASK_ERRORS
         refilter.reapply(ledger, settings)  # new scores: every sample judged again by these filters
-        stats = export(ledger, run_dir, settings)
+        stats = export(ledger, run_dir, settings, checked.formats, checked.selection)
         if not keys:
             print(f"action=score: {_nothing_to_score(ledger, finished, book)}", file=sys.stderr)
-    _summary(run_dir, stats, 0, interrupted=False, settings=settings)
+    summary(run_dir, stats, 0, interrupted=False, settings=settings)
     return EXIT_TASK_ERRORS if stats["failed"] or counts.why else EXIT_OK
 
 
@@ -64,4 +66,4 @@ def _score(settings: dict[str, Any], ledger: Ledger, keys: list[str], filters: l
         try:
             return rescore.reverify(executor, scoped, ledger, rescore.rows_of(ledger, keys), filters)
         finally:
-            _stop_workers(run_id, grace=float((settings.get("resume") or {}).get("grace_seconds", 10)))
+            stop_workers(run_id, grace=float((settings.get("resume") or {}).get("grace_seconds", 10)))

@@ -1,5 +1,7 @@
 """The resolved config: plain values, identity, paths, sections, secrets and redaction.
 
+- canonical: Canonical JSON: the one spelling of a value that identities and task keys hash (sorted keys,
+  compact separators, text as it is)
 - count_limits: The most a run's counts may be
 - instantiation: Building a configured object (`_target_`) from its config node, with errors a user can act on
 - paths: Where hermes-exp's own files are: the shipped configs (`conf/`) and the demo dataset, and the
@@ -7,7 +9,8 @@
 - redact: The run's secret values (API keys read from the environment variables the config names): redacted
   from every error text that is stored or printed, and wiped from the process's own environment block, which a
   tool command could otherwise read through /proc/$PPID/environ
-- resolved: The resolved run config as plain data, its validation, and its identity hash
+- resolved: The resolved run config as plain data, its identity hash, the prefill messages and the API key it
+  names (the start-up checks are in run/checks.py)
 - run_options: The run's own keys that other modules read with a bare `bool()`, `int()` or `float()`, checked
   once before any work: `resume.redo_all=no` is the string "no" to Hydra, which `bool()` takes for true (every
   task run again, and paid for again); `seed=abc` would fail every task one by one after the run started

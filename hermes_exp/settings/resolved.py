@@ -1,4 +1,5 @@
-"""The resolved run config as plain data, its validation, and its identity hash."""
+"""The resolved run config as plain data, its identity hash, the prefill messages and the API key it names
+(the start-up checks are in run/checks.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from hermes_exp.settings import count_limits
-from hermes_exp.dataset.tasks import canonical_json
+from hermes_exp.settings.canonical import canonical_json
 from hermes_exp.errors import ConfigError, MissingApiKeyError
 
 FORMAT_VERSION = 1
@@ -111,49 +111,6 @@ def load_prefill(path: str | None) -> list[dict[str, Any]]:
         raise ConfigError(f"prefill_messages: {p} must hold messages with role system, user or assistant",
                           "write a JSON list of {\"role\": ..., \"content\": ...} objects")
     return data
-
-
-def check(settings: dict[str, Any]) -> dict[str, float]:
-    """Validate what must be right before any work; return the distribution the run draws from."""
-    check_basics(settings)
-    return check_toolsets(settings)
-
-
-def check_basics(settings: dict[str, Any]) -> None:
-    """check() but the toolsets: names, counts, the model's and agent's options, the API key."""
-    run_name = settings.get("run_name")
-    if isinstance(run_name, bool):  # `run_name: true` in a config file: the word written
-        settings["run_name"] = run_name = str(run_name).lower()
-    elif isinstance(run_name, (int, float)):  # `run_name: 2024` in a config file (the command line's stays text)
-        settings["run_name"] = run_name = str(run_name)
-    if not isinstance(run_name, str) or not run_name.strip() or run_name != run_name.strip():
-        raise ConfigError(f"run_name must be a non-empty name, got {run_name!r}",
-                          "set run_name=<name>, e.g. run_name=my_first_run")
-    for key in ("max_turns", "num_workers", "batch_size"):
-        value = settings.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"{key} must be a positive integer, got {value!r}", f"set {key}=<n> with n >= 1")
-    count_limits.check(settings)  # counts that would hang the run instead of failing
-    if settings.get("max_samples") is not None and (not isinstance(settings["max_samples"], int) or settings["max_samples"] < 1):
-        raise ConfigError(f"max_samples must be a positive integer or null, got {settings['max_samples']!r}",
-                          "set max_samples=<n> or max_samples=null")
-    load_prefill(settings.get("prefill_messages"))
-    from hermes_exp.agent.limits import TaskLimits
-
-    TaskLimits.from_settings(settings)
-    from hermes_exp.model.checks import check_config  # sampling, routing, reasoning, retry, rate limit, budget
-
-    check_config(settings)
-    api_key(settings)
-
-
-def check_toolsets(settings: dict[str, Any]) -> dict[str, float]:
-    """Every toolset the distribution can draw is defined and usable: its tools built from config (each
-    tool module imported), the distribution validated; return the distribution the run draws from."""
-    from hermes_exp.tools.readiness import drawable
-    from hermes_exp.tools.registry import Registry
-
-    return drawable(settings, Registry.from_settings(settings))  # the demo's warning: when tasks start
 
 
 def api_key(settings: dict[str, Any]) -> str:

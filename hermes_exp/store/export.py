@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from hermes_exp.store.atomic import atomic_writer
 from hermes_exp.store.batches import BatchPlaces, batch_name
 from hermes_exp.store.export_reuse import INDEX, OPENAI_FILE, Previous, Recorder, Stale, settings_key
 from hermes_exp.store.export_rows import Tasks
-from hermes_exp.store.formats import PARQUET_FILE, chosen_formats, write_parquet
+from hermes_exp.store.formats import PARQUET_FILE, write_parquet
 from hermes_exp.store.ledger import Ledger
 from hermes_exp.store.refilter import describe_filters
 from hermes_exp.store.sharegpt import system_mode
@@ -48,8 +48,10 @@ def _stamp(ledger: Ledger, settings: dict[str, Any]) -> str:
                       default=str)
 
 
-def export(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> dict[str, Any]:
-    """Rewrite every output from the ledger; return the statistics. When neither the ledger nor the
+def export(ledger: Ledger, run_dir: Path, settings: dict[str, Any], formats: Sequence[str],
+           selection: str) -> dict[str, Any]:
+    """Rewrite every output from the ledger in `formats` (checked: store/formats.chosen_formats), of the
+    samples `selection` keeps (checked: store/samples.selection_mode); return the statistics. When neither the ledger nor the
     settings the outputs depend on changed since the last export, the files are left as they are; else
     only the tasks that changed are rendered, the others' lines copied from the last export's files
     while its index describes them (store/export_reuse.py)."""
@@ -66,10 +68,10 @@ def export(ledger: Ledger, run_dir: Path, settings: dict[str, Any]) -> dict[str,
                                 previous.lines(TRAJECTORIES) if previous is not None else None)
         tasks = Tasks(ledger, settings, registry, previous)
         try:
-            statistics = _export(ledger, run_dir, settings, tasks, key)
+            statistics = _export(ledger, run_dir, settings, tasks, key, formats, selection)
         except Stale:  # the index pointed at a line that is not there: render every line
             tasks = Tasks(ledger, settings, registry, None)  # (its .previous, None, tells the log below)
-            statistics = _export(ledger, run_dir, settings, tasks, key)
+            statistics = _export(ledger, run_dir, settings, tasks, key, formats, selection)
         if tasks.previous is not None:
             log.info("export: %d of %d task(s) rendered, the others' lines copied from the last export",
                      tasks.rendered, tasks.seen)
@@ -113,11 +115,12 @@ def _refuse_shrink(ledger: Ledger, run_dir: Path, settings: dict[str, Any], coun
         f"run_name={settings.get('run_name')} (same config); or move {path.name} away first")
 
 
-def _export(ledger: Ledger, run_dir: Path, settings: dict[str, Any], tasks: Tasks, key: str) -> dict[str, Any]:
+def _export(ledger: Ledger, run_dir: Path, settings: dict[str, Any], tasks: Tasks, key: str,
+            formats: Sequence[str], selection: str) -> dict[str, Any]:
     stats = StatsBuilder(tasks.registry.known_tools)
-    chosen = Selection(ledger, settings, ranked=tasks.ranked)
+    chosen = Selection(ledger, settings, selection, ranked=tasks.ranked)
     splits = bool((settings.get("outputs") or {}).get("splits"))
-    openai = "openai" in chosen_formats(settings)
+    openai = "openai" in formats
     places, kept = BatchPlaces(), _Kept()
     record = Recorder(run_dir)
     try:
@@ -125,7 +128,7 @@ def _export(ledger: Ledger, run_dir: Path, settings: dict[str, Any], tasks: Task
                 _optional(run_dir / OPENAI_FILE, openai) as oa:
             files = _write(tasks, chosen, stats, [out, *(split or (None, None))], oa, places, kept, record)
         batches = places.write(run_dir / TRAJECTORIES, run_dir, kept.unchanged(tasks.previous))
-        if "parquet" in chosen_formats(settings):
+        if "parquet" in formats:
             write_parquet(run_dir)
         else:  # an earlier export's parquet file would not match the files beside it (as the splits)
             (run_dir / PARQUET_FILE).unlink(missing_ok=True)

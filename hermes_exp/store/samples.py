@@ -30,10 +30,10 @@ def turns(result: dict[str, Any]) -> int:
 class Selection:
     """What an export needs per ledger row: is it visible, what is its score, is it selected."""
 
-    def __init__(self, ledger: Ledger, settings: dict[str, Any], ranked: Any = None) -> None:
-        """`ranked`: given a Selection, yields (row, score, turns) of every visible `done` sample in dataset
+    def __init__(self, ledger: Ledger, settings: dict[str, Any], mode: str, ranked: Any = None) -> None:
+        """`mode`: the checked `selection` (selection_mode); `ranked`: given a Selection, yields (row, score, turns) of every visible `done` sample in dataset
         order (best_of_n's input; by default decoded from the ledger's results)."""
-        self.mode = selection_mode(settings)
+        self.mode = mode
         self.samples = int(settings.get("samples_per_prompt", 1) or 1)
         self.book = ScoreBook(ledger, settings)
         self._best: set[str] = set()

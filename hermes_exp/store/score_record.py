@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hermes_exp.run.plan import VERIFIER
+from hermes_exp.errors import VERIFIER
 from hermes_exp.store.filters import Filter, first_reason
 from hermes_exp.store.ledger import Ledger
 from hermes_exp.store.scores import save_archive, save_score
