@@ -48,7 +48,7 @@ def test_bench_calls_prints_the_runners_cpu_per_part_for_each_round() -> None:
     rows = {r[0]: r[1:] for r in ([c.strip() for c in line.strip("|").split("|")] for line in out.splitlines()
                                   if line.startswith("|") and not line.startswith("|-"))}
     assert len(rows["part"]) == 2  # a column per run
-    for part in ("complete", "complete > _send", "complete > encode", "tool calls", "session (run_task)",
+    for part in ("complete", "complete > post", "complete > encode", "tool calls", "session (run_task)",
                  "ledger_row", "Ledger.record", "export", "process, all threads"):
         assert all(float(v) > 0 for v in rows[part]), part
     assert all(float(p) > float(c) for p, c in zip(rows["process, all threads"], rows["complete"]))

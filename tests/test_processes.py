@@ -53,7 +53,11 @@ def _start(cwd: Path, *args: str, env: dict[str, str]) -> subprocess.Popen:
 def _recorded() -> set[int]:
     """The tool commands any runner's command log records as running."""
     found: set[int] = set()
-    for log in (Path(tempfile.gettempdir()) / "hermes-exp-procs").glob(f"*/{grouplog.PREFIX}*"):
+    try:
+        logs = list((Path(tempfile.gettempdir()) / "hermes-exp-procs").glob(f"*/{grouplog.PREFIX}*"))
+    except OSError:  # another test's run folder was removed while the glob listed it: look again
+        return _recorded()
+    for log in logs:
         try:
             found.update(grouplog.running(log.read_text("ascii", "replace")))
         except OSError:
