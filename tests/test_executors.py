@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,20 @@ def test_executor_runs_every_task_once(executor: str, tmp_path: Path, mock_serve
     rows = read_jsonl(tmp_path / "outputs" / "ex" / "trajectories.jsonl")
     assert sorted(r["prompt_index"] for r in rows) == list(range(n))
     assert agent_request_count(tmp_path / "requests.jsonl") == sum(r["api_calls"] for r in rows)
+    # num_workers sessions at once, on every executor (dask's backend ran one per cluster thread, 16)
+    assert _most_at_once(tmp_path / "outputs" / "ex" / "ledger.db") <= 3
+
+
+def _most_at_once(db: Path) -> int:
+    """The most sessions that ran at the same moment, from the times the workers reported."""
+    with sqlite3.connect(db) as conn:
+        spans = conn.execute("SELECT started_at, finished_at FROM tasks WHERE state = 'done'").fetchall()
+    edges = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    running = most = 0
+    for _, step in edges:  # an end sorts before a start at the same instant
+        running += step
+        most = max(most, running)
+    return most
 
 
 @pytest.mark.parametrize("target, values, says", [

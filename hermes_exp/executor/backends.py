@@ -6,7 +6,7 @@ joblib's backends. In every case the parent process stays the ledger's only writ
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from typing import Any, TypeVar
 
 from joblib import Parallel, delayed, parallel_config
@@ -53,8 +53,12 @@ class JoblibExecutor:
             return
         with self.cluster() as cluster, parallel_config(backend=self.backend):
             settings = with_processes(settings, self.processes(cluster))
-            parallel = Parallel(n_jobs=self.n_jobs, return_as="generator_unordered", pre_dispatch=self.pre_dispatch)
+            parallel = Parallel(n_jobs=self.n_jobs, return_as="generator_unordered", **self.window())
             yield from parallel(delayed(fn)(settings, task) for task in tasks)
+
+    def window(self) -> dict[str, Any]:
+        """How far joblib reads ahead of the tasks running (its pre_dispatch and batch size)."""
+        return {"pre_dispatch": self.pre_dispatch}
 
 
 def _ahead(pre_dispatch: str | int, n_jobs: int) -> int:
@@ -106,9 +110,17 @@ class DaskExecutor(JoblibExecutor):
         Client, LocalCluster = distributed.Client, distributed.LocalCluster
         if self.address:
             return Client(self.address)
-        local = LocalCluster(n_workers=self.n_workers, threads_per_worker=self.threads_per_worker,
-                             processes=True, dashboard_address=None)
-        return Client(local)
+        stack = ExitStack()  # closed in reverse: the client, then the cluster and its worker processes
+        local = stack.enter_context(LocalCluster(n_workers=self.n_workers, threads_per_worker=self.threads_per_worker,
+                                                 processes=True, dashboard_address=None))
+        client = stack.enter_context(Client(local))
+        return _Holding(stack, client)
+
+    def window(self) -> dict[str, Any]:
+        """joblib's dask backend runs as many tasks as the cluster has threads, whatever n_jobs says (a
+        LocalCluster of 2 x 8 ran 16 sessions for num_workers=3, and a big cluster hundreds): it only ever
+        holds what was dispatched, so n_jobs tasks of one each are dispatched, and one more as each ends."""
+        return {"pre_dispatch": self.n_jobs, "batch_size": 1}
 
     def processes(self, cluster: Any = None) -> int:
         """The cluster's worker processes when the run starts (a LocalCluster: `n_workers`)."""
@@ -117,13 +129,27 @@ class DaskExecutor(JoblibExecutor):
         return max(1, len(cluster.scheduler_info(n_workers=-1).get("workers") or {}))
 
 
+class _Holding(AbstractContextManager):
+    """`value` on entry; the stack closed on exit."""
+
+    def __init__(self, stack: ExitStack, value: Any) -> None:
+        self.stack, self.value = stack, value
+
+    def __enter__(self) -> Any:
+        return self.value
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stack.close()
+
+
 class RayExecutor(JoblibExecutor):
     """Tasks on a Ray cluster: `address` of a running cluster ("auto"), or a local one of `num_cpus`.
 
     Ray's joblib backend cannot return results as they finish, so this submits tasks itself, keeping
-    `2 * n_jobs` in flight and taking whichever finishes first. They run in a fixed set of actors (one
-    process each, `n_jobs` sessions spread over at most one actor per CPU), so the number of processes
-    that hold a share of the budget is known, and stays that number for the whole run."""
+    `n_jobs` in flight (more would run at once: an actor runs as many as its threads allow) and taking
+    whichever finishes first. They run in a fixed set of actors (one process each, `n_jobs` sessions
+    spread over at most one actor per CPU), so the number of processes that hold a share of the budget
+    is known, and stays that number for the whole run."""
 
     def __init__(self, address: str | None = None, num_cpus: int | None = None, **kwargs: Any) -> None:
         super().__init__(backend="ray", **kwargs)
@@ -146,7 +172,7 @@ class RayExecutor(JoblibExecutor):
             host = ray.remote(num_cpus=0, max_concurrency=-(-self.n_jobs // count))(_TaskHost)
             actors = [host.remote() for _ in range(count)]
             yield from _ray_unordered(ray, actors, fn, with_processes(settings, count), iter(tasks),
-                                      window=2 * self.n_jobs)
+                                      window=self.n_jobs)
         finally:
             for actor in actors:
                 ray.kill(actor)
