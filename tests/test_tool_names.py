@@ -112,3 +112,16 @@ def test_the_listing_shows_the_offered_names(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     terminal = next(line for line in proc.stdout.splitlines() if line.strip().startswith("terminal "))
     assert "process_manage" in terminal, proc.stdout
+
+
+def test_the_default_set_hashes_as_a_config_without_the_key() -> None:
+    """Runs made before `tools.names` existed (no such key in their snapshot) keep their identity."""
+    from test_providers import settings_for
+
+    from hermes_exp.settings.resolved import identity_hash
+
+    default = settings_for("sandbox=local")
+    unset = {**default, "tools": {k: v for k, v in default["tools"].items() if k != "names"}}
+    assert default["tools"]["names"] == "hermes"
+    assert identity_hash(default) == identity_hash(unset)
+    assert identity_hash(settings_for("sandbox=local", RENAMED)) != identity_hash(default)
