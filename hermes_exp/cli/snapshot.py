@@ -9,6 +9,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from hermes_exp.settings.file_modes import make_dir
 from hermes_exp.store.atomic import atomic_writer
 
 
@@ -21,7 +22,7 @@ def save(cfg: DictConfig) -> None:
 
     hydra_cfg = HydraConfig.get()
     out = Path(hydra_cfg.runtime.output_dir) / ".hydra"
-    out.mkdir(parents=True, exist_ok=True)
+    make_dir(out)
     config, hydra = OmegaConf.to_container(cfg, resolve=False), OmegaConf.to_container(hydra_cfg, resolve=False)
     key = _snapshot_digest(config, hydra)
     if key is not None and _snapshot_current(out, key):  # the same invocation as the last one: its files are these

@@ -20,10 +20,12 @@ def steps(tools: list[str], site: str | None, prompt: str = "") -> list[list[Cal
     prompt speaks of browsing, pages, forms or sites."""
     first: list[Call] = []
     second: list[Call] = []
-    if "process" in tools and "terminal" in tools:
+    # Hermes's background-process tool, under either name Hermes has given it (tools.names)
+    manager = next((name for name in ("process", "process_manage") if name in tools), None)
+    if manager and "terminal" in tools:
         first.append(("terminal", {"command": "echo background job started; sleep 0.2; echo background job done",
                                    "background": True}))
-        second.append(("process", {"action": "wait", "session_id": "{{session_id}}", "timeout": 10}))
+        second.append((manager, {"action": "wait", "session_id": "{{session_id}}", "timeout": 10}))
     if site and BROWSING.search(prompt) and {"browser_navigate", "browser_type", "browser_click"} <= set(tools):
         first.append(("browser_navigate", {"url": site}))
         second += [("browser_type", {"ref": "{{ref:textbox}}", "text": "Hermes"}),

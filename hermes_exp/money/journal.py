@@ -17,6 +17,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from hermes_exp.settings.file_modes import make_dir
+
 DIRNAME = "spend"
 
 
@@ -57,7 +59,7 @@ class SpendJournal:
         with self._lock:
             if self._fd is None:
                 assert self.directory is not None
-                self.directory.mkdir(exist_ok=True)
+                make_dir(self.directory)
                 self._path = self.directory / f"{os.getpid()}-{uuid.uuid4().hex[:8]}.jsonl"
                 self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             os.write(self._fd, line)  # one write of one line: what a kill leaves is whole lines

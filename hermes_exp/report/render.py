@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_exp.errors import HermesExpError
+from hermes_exp.settings.file_modes import is_private
 from hermes_exp.store.atomic import atomic_writer
 
 DEFAULT_MAX_TRAJECTORIES = 2000
@@ -67,7 +68,8 @@ def build_report(path: Path, out: Path | None = None,
     out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_writer(out) as fh:
         fh.write(html)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(out, 0o666 & ~umask)  # a page to share: the temp file's private mode is not wanted
+    if not is_private(out.parent):  # a private run's report stays owner-only (outputs.private)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(out, 0o666 & ~umask)  # a page to share: the temp file's private mode is not wanted
     return out

@@ -26,6 +26,7 @@ from hermes_exp.run.ledger_open import open_ledger
 from hermes_exp.run.lock import RunLock
 from hermes_exp.run.plan import plan_invocation
 from hermes_exp.run.signals import StopSignals
+from hermes_exp.settings import file_modes
 from hermes_exp.run.summary import EXIT_INTERRUPTED, EXIT_OK, exit_code, say_outside, summary
 from hermes_exp.store import refilter
 from hermes_exp.store.export import export
@@ -42,6 +43,8 @@ def run(settings: dict[str, Any], on_locked: Callable[[], None] | None = None) -
     `on_locked` runs once an invocation that runs tasks holds the run directory and its ledger took this
     experiment (the CLI saves its config snapshot there: a refused invocation must not overwrite it)."""
     checked = check_all(settings)
+    if file_modes.wanted(settings):  # before the lock, the ledger and any export: all are written owner-only
+        file_modes.make_private(checked.prepared.run_dir)
     try:
         # The config snapshot describes the run that made the ledger's results: only an invocation that
         # runs tasks writes it (an export, a re-score or a compression leaves it as it is).

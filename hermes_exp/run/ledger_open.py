@@ -13,6 +13,7 @@ from typing import Any
 
 from hermes_exp.errors import LedgerError
 from hermes_exp.run.lock import RunLock
+from hermes_exp.settings.file_modes import make_dir
 from hermes_exp.settings.resolved import stored_identity
 from hermes_exp.store.health import check_ledger_file
 from hermes_exp.store.ledger import Ledger
@@ -43,7 +44,7 @@ def open_ledger(run_dir: Path, identity: str, settings: dict[str, Any], earlier:
 def _archive(run_dir: Path, old: str) -> None:
     """Move the previous experiment's ledger and outputs aside (resume.new_identity=true)."""
     archive = run_dir / "archive" / f"{time.strftime('%Y%m%d-%H%M%S')}-{old.split(':')[-1]}"
-    archive.mkdir(parents=True)
+    make_dir(archive)
     for pattern in OUTPUT_GLOBS:
         for path in run_dir.glob(pattern):
             shutil.move(str(path), archive / path.name)

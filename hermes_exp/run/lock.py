@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from hermes_exp.errors import LedgerError
+from hermes_exp.settings.file_modes import file_mode, make_dir
 
 
 class RunLock:
@@ -16,9 +17,9 @@ class RunLock:
         self.earlier = False  # whether an earlier invocation ran here (the lock file existed)
 
     def __enter__(self) -> "RunLock":
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_dir(self.path.parent)
         self.earlier = self.path.exists()
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, file_mode(self.path.parent))
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

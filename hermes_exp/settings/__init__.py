@@ -3,6 +3,8 @@
 - canonical: Canonical JSON: the one spelling of a value that identities and task keys hash (sorted keys,
   compact separators, text as it is)
 - count_limits: The most a run's counts may be
+- file_modes: `outputs.private`: owner-only outputs; every file and directory hermes-exp writes takes the
+  privacy of the directory it is written in (0600/0700 in a private run directory)
 - instantiation: Building a configured object (`_target_`) from its config node, with errors a user can act on
 - paths: Where hermes-exp's own files are: the shipped configs (`conf/`) and the demo dataset, and the
   resolver that names the demo dataset in `conf/config.yaml`

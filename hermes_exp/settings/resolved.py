@@ -16,6 +16,7 @@ from hermes_exp.settings.canonical import canonical_json
 from hermes_exp.errors import ConfigError, MissingApiKeyError
 
 FORMAT_VERSION = 1
+DEFAULT_TOOL_NAMES = "hermes"  # tools.names (tools/names.py): unset or this, it leaves identities as they were
 # Config that changes what a run produces. Everything else (workers, batch size, paths, retry
 # counts, progress, key names, endpoints) may change between invocations of one run.
 IDENTITY_KEYS = ["model", "provider", "distribution", "sandbox", "max_turns", "system_prompt",
@@ -65,6 +66,8 @@ def identity_config(settings: dict[str, Any]) -> dict[str, Any]:
             if isinstance(ident.get(group), dict):
                 _drop(ident[group], dotted)
     ident["toolsets"] = _without_keys(ident.get("toolsets") or {}, TOOLSET_NOT_IDENTITY)
+    if isinstance(ident.get("tools"), dict) and ident["tools"].get("names") in (None, DEFAULT_TOOL_NAMES):
+        ident["tools"].pop("names", None)  # runs made before tool-name sets existed keep their identity
     ident["prefill_messages"] = load_prefill(settings.get("prefill_messages"))
     limits = settings.get("limits") or {}
     if any(v is not None for v in limits.values()):  # unset limits leave earlier runs' identities as they were

@@ -10,7 +10,7 @@ from typing import Any
 from hermes_exp.settings.sections import Section
 
 FLAGS = {"dataset": ("skip_invalid",), "resume": ("redo_filtered", "redo_all", "new_identity"),
-         "outputs": ("splits", "allow_shrink", "compress")}
+         "outputs": ("splits", "allow_shrink", "compress", "private")}
 
 
 def check(settings: dict[str, Any]) -> None:

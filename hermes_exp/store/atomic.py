@@ -13,13 +13,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
+from hermes_exp.settings.file_modes import file_mode
+
 
 @contextmanager
 def atomic_writer(path: Path, binary: bool = False) -> Iterator[IO[Any]]:
     """A text file (UTF-8), or with `binary` a bytes one (a Parquet writer's sink), that replaces `path`
     only when the block ends without an exception."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide outputs from the rest of a team
+    os.fchmod(fd, file_mode(path.parent))  # mkstemp's 0600 would hide outputs from a team (unless the run is private)
     try:
         with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8")) as fh:
             yield fh

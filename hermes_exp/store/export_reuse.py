@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from hermes_exp.settings.file_modes import file_mode
+
 INDEX = ".export-index"
 FORMAT = 1
 LINE_FILES = ("", "trajectories.jsonl", "passed.jsonl", "failed.jsonl")  # 0: the line is in none
@@ -148,7 +150,7 @@ class Recorder:
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
         fd, self._tmp = tempfile.mkstemp(prefix=f"{INDEX}.", suffix=".tmp", dir=run_dir)
-        os.fchmod(fd, 0o644)
+        os.fchmod(fd, file_mode(run_dir))
         self._fh = os.fdopen(fd, "wb")
 
     def add(self, key: str, ver: bytes, prompt_index: int, line: tuple[int, int, int], openai: tuple[int, int],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_exp.errors import LedgerError
+from hermes_exp.settings.file_modes import file_mode, make_dir
 from hermes_exp.store import migrations
 from hermes_exp.store.health import damaged, is_disk_full, storage_error
 from hermes_exp.store.lazydb import Database
@@ -23,8 +25,10 @@ FINAL_STATES = ("done", "filtered")
 
 class Ledger:
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_dir(path.parent)
         self.path = path
+        # SQLite gives its -wal and -shm files the database file's mode: created here, it takes the directory's
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, file_mode(path.parent)))
         # One connection shared by the parent's threads (joblib dispatches from callback threads);
         # every write holds the lock, so the parent stays the single, serialized writer.
         # sqlite-utils' Database, made on the first write: opening and reading a current ledger use

@@ -148,10 +148,12 @@ class StatsBuilder:
             "reasoning_statistics": {"total_assistant_turns": turns, "turns_with_reasoning": with_r,
                                      "turns_without_reasoning": turns - with_r,
                                      "coverage_percent": round(100 * with_r / turns, 2) if turns else 0.0},
+            # Hermes's key, where Hermes writes it: samples dropped for no reasoning in any turn (of the
+            # whole run), not counted in tool_statistics or reasoning_statistics, as in Hermes
+            "discarded_no_reasoning": self.filtered["no_reasoning"],
             "stop_reasons": dict(sorted(self.stops.items())),
             "trajectory_tokens": _spread(self.lengths),  # to choose compress.target_max_tokens
             "discarded": dict(sorted(self.filtered.items())),
-            "discarded_no_reasoning": self.filtered["no_reasoning"],
             "errors": dict(sorted(self.errors.items())),
         }
 

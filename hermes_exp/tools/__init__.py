@@ -26,6 +26,8 @@
 - mcp_spec: One MCP server as config says (`mcp.servers.<name>`): a stdio `command` + `args` + `env` (values
   are the NAMES of environment variables), or a streamable-HTTP `url` + `headers` (+ `headers_env`, names
   again)
+- names: Tool names (`tools.names`): the one map from a tool's own name to the name a run offers it under
+  (`hermes`, or Hermes's renamed set `hermes-2026-09`), read by the registry and the `checks` verifier
 - process: Hermes's `process` tool (toolset `terminal`): manage commands started with
   terminal(background=true) in the prompt's sandbox: list, poll new output, read the log, wait, kill,
   write/submit stdin, close it

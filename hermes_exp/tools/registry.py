@@ -36,6 +36,7 @@ from typing import Any
 
 
 from hermes_exp.errors import ConfigError, ToolError
+from hermes_exp.tools import names
 from hermes_exp.tools.base import Tool, ToolContext
 from hermes_exp.settings.instantiation import construct
 
@@ -51,9 +52,11 @@ class Registry:
     """Every toolset a run can draw, with its tools. A tool name may appear in several toolsets
     (Hermes's `browser` also offers `web_search`) only with the same settings."""
 
-    def __init__(self, toolsets: Iterable[Toolset] = ()) -> None:
+    def __init__(self, toolsets: Iterable[Toolset] = (), renames: dict[str, str] | None = None) -> None:
         self.toolsets: dict[str, Toolset] = {}
+        self.renames = dict(renames or {})  # own name -> offered name (tools.names, tools/names.py)
         self._tools: dict[str, Tool] = {}
+        self._schemas: dict[str, dict[str, Any]] = {}  # offered name -> the schema offered under it
         self._origin: dict[str, tuple[str, Any]] = {}
         self._lists: dict[tuple[str, ...], list[dict[str, Any]]] = {}  # schemas() per draw
         for toolset in toolsets:
@@ -62,7 +65,7 @@ class Registry:
     @classmethod
     def from_settings(cls, settings: dict[str, Any]) -> Registry:
         config = settings.get("toolsets") or {}
-        registry = cls()
+        registry = cls(renames=names.renames(settings))
         for name, conf in config.items():
             if conf is not None:
                 registry.add(_build(str(name), conf), conf)
@@ -76,7 +79,9 @@ class Registry:
         return registry
 
     def add(self, toolset: Toolset, conf: dict[str, Any] | None = None) -> None:
-        """Add a toolset (from config, or discovered at start-up, e.g. an MCP server's tools)."""
+        """Add a toolset (from config, or discovered at start-up, e.g. an MCP server's tools), its tools
+        under the names the run offers them by (`renames`)."""
+        offered: dict[str, Tool] = {}
         for name, tool in toolset.tools.items():
             spec = ((conf or {}).get("tools") or {}).get(name, id(tool))
             if name in self._origin and self._origin[name][1] != spec:
@@ -86,8 +91,12 @@ class Registry:
                     f"define it once and reference it: toolsets.{toolset.name}.tools.{name}: "
                     f"${{toolsets.{first}.tools.{name}}}")
             self._origin.setdefault(name, (toolset.name, spec))
-            self._tools.setdefault(name, tool)
-        self.toolsets[toolset.name] = toolset
+            as_offered = self.renames.get(name, name)
+            offered[as_offered] = tool
+            self._tools.setdefault(as_offered, tool)
+            self._schemas.setdefault(as_offered, {**tool.schema, "name": as_offered}
+                                     if as_offered != name else tool.schema)
+        self.toolsets[toolset.name] = Toolset(toolset.name, toolset.description, offered)
         self._lists.clear()
 
     @property
@@ -102,7 +111,7 @@ class Registry:
         tools = self._lists.get(draw)
         if tools is None:
             names = dict.fromkeys(n for ts in draw if ts in self.toolsets for n in self.toolsets[ts].tools)
-            tools = self._lists[draw] = [{"type": "function", "function": self._tools[n].schema} for n in names]
+            tools = self._lists[draw] = [{"type": "function", "function": self._schemas[n]} for n in names]
         return tools
 
     def call(self, ctx: ToolContext, name: str, raw_args: str | None, offered: list[str]) -> tuple[str, bool]:

@@ -1,6 +1,7 @@
 """`verifier=checks`: deterministic checks of the trajectory, from the row's `checks` object, all of
 which must hold. The reward is the share of checks that hold (so partial progress is visible);
-the sample passes only when every one does.
+the sample passes only when every one does. A tool is named by any of its names (tools.names): the check
+reads the calls of the tool the run offered under its own name.
 
   {"checks": {"tool_called": "terminal", "tool_succeeded": ["write_file"],
               "final_response_contains": "42", "final_response_excludes": ["sorry"],
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hermes_exp.sandbox.base import Sandbox
+from hermes_exp.tools.names import offered_name
 from hermes_exp.tools.registry import is_failure
 from hermes_exp.verify.base import Verdict, VerifierFailed, VerifyContext, final_answer
 
@@ -38,6 +40,19 @@ def _tool_succeeded(arg: Any, result: dict[str, Any], answer: str, case: bool) -
     ok = {c.get("name") for c in result.get("tool_calls") or [] if not c.get("failed")}
     missing = [n for n in _names(arg) if n not in ok]
     return f"no successful call of {missing}" if missing else None
+
+
+TOOL_CHECKS = ("tool_called", "tool_succeeded")  # their arguments name tools
+
+
+def _as_offered(checks: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+    """The checks with each tool name resolved to the name this run offers that tool under (tools.names):
+    a grader written for `process` reads a run that offered `process_manage`, and the other way round."""
+    resolved = dict(checks)
+    for key in TOOL_CHECKS:
+        if key in resolved:
+            resolved[key] = [offered_name(n, settings) for n in _names(resolved[key])]
+    return resolved
 
 
 def _contains(arg: Any, result: dict[str, Any], answer: str, case: bool) -> str | None:
@@ -102,6 +117,7 @@ class ChecksVerifier:
                  context: VerifyContext | None = None, **_: Any) -> None:
         self.case_sensitive = bool(case_sensitive)
         self.pass_threshold = float(pass_threshold)
+        self.settings = (context.settings if context else None) or {}  # its tools.names resolves tool names
 
     def row_problem(self, row: dict[str, Any]) -> str | None:
         return check_spec(row.get("checks"))
@@ -112,6 +128,7 @@ class ChecksVerifier:
         if problem:
             raise VerifierFailed(f"verifier=checks: {problem}")
         answer = final_answer(result)
+        checks = _as_offered(checks, self.settings)
         failures = {name: CHECKS[name](arg, result, answer, self.case_sensitive) for name, arg in checks.items()}
         failed = {k: v for k, v in failures.items() if v}
         details = "all checks hold" if not failed else "; ".join(f"{k}: {v}" for k, v in failed.items())
