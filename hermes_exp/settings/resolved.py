@@ -25,12 +25,15 @@ TOOLSET_NOT_IDENTITY = {"url", "base_url", "api_key_env", "timeout", "descriptio
 NOT_IDENTITY = {
     "model": ["api_key_env", "base_url", "timeout", "retry", "rate_limit", "pricing", "mock_server.latency_ms",
               "mock_server.fail_rate", "mock_server.faults", "mock_server.usage_cost", "mock_server.provider_name", "cache_control",
-              "mock_server.summary_chars"],
+              "mock_server.summary_chars", "token_fields"],
     "provider": ["api_key_env", "base_url", "headers"],
     "sandbox": ["_target_", "root", "keep", "max_sandboxes", "pull_timeout", "output_limit", "max_builds",
                 "max_starts_per_second", "warm_pool", "remove_in_background", "runtime"],
     "distribution": ["description"],
 }
+# model.logprobs, top_logprobs, token_ids (model/tokens.py): in the identity only when set, so a run that
+# asks for no token data keeps the identity it had before they existed
+UNSET_NOT_IDENTITY = ("logprobs", "top_logprobs", "token_ids")
 
 
 def to_plain(cfg: DictConfig) -> dict[str, Any]:
@@ -64,6 +67,10 @@ def identity_config(settings: dict[str, Any]) -> dict[str, Any]:
         for dotted in keys:
             if isinstance(ident.get(group), dict):
                 _drop(ident[group], dotted)
+    model = ident.get("model")
+    for key in UNSET_NOT_IDENTITY if isinstance(model, dict) else ():
+        if model.get(key) is None or model.get(key) is False:
+            model.pop(key, None)
     ident["toolsets"] = _without_keys(ident.get("toolsets") or {}, TOOLSET_NOT_IDENTITY)
     ident["prefill_messages"] = load_prefill(settings.get("prefill_messages"))
     limits = settings.get("limits") or {}
