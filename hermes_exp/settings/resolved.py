@@ -25,15 +25,22 @@ TOOLSET_NOT_IDENTITY = {"url", "base_url", "api_key_env", "timeout", "descriptio
 NOT_IDENTITY = {
     "model": ["api_key_env", "base_url", "timeout", "retry", "rate_limit", "pricing", "mock_server.latency_ms",
               "mock_server.fail_rate", "mock_server.faults", "mock_server.usage_cost", "mock_server.provider_name", "cache_control",
-              "mock_server.summary_chars", "token_fields"],
+              "mock_server.summary_chars"],
     "provider": ["api_key_env", "base_url", "headers"],
     "sandbox": ["_target_", "root", "keep", "max_sandboxes", "pull_timeout", "output_limit", "max_builds",
                 "max_starts_per_second", "warm_pool", "remove_in_background", "runtime"],
     "distribution": ["description"],
 }
-# model.logprobs, top_logprobs, token_ids (model/tokens.py): in the identity only when set, so a run that
-# asks for no token data keeps the identity it had before they existed
+# model.logprobs, top_logprobs, token_ids (model/tokens.py): in an identity only when set, so a run (and a
+# judge on the run's model) that asks for no token data keeps the identity it had before they existed; the
+# field names they are asked under are how an endpoint is reached, never part of one
 UNSET_NOT_IDENTITY = ("logprobs", "top_logprobs", "token_ids")
+
+
+def without_unasked_tokens(model: dict[str, Any]) -> dict[str, Any]:
+    """`model` as an identity holds it: the token-data settings only where they ask for something."""
+    return {k: v for k, v in model.items()
+            if k != "token_fields" and not (k in UNSET_NOT_IDENTITY and (v is None or v is False))}
 
 
 def to_plain(cfg: DictConfig) -> dict[str, Any]:
@@ -67,10 +74,8 @@ def identity_config(settings: dict[str, Any]) -> dict[str, Any]:
         for dotted in keys:
             if isinstance(ident.get(group), dict):
                 _drop(ident[group], dotted)
-    model = ident.get("model")
-    for key in UNSET_NOT_IDENTITY if isinstance(model, dict) else ():
-        if model.get(key) is None or model.get(key) is False:
-            model.pop(key, None)
+    if isinstance(ident.get("model"), dict):
+        ident["model"] = without_unasked_tokens(ident["model"])
     ident["toolsets"] = _without_keys(ident.get("toolsets") or {}, TOOLSET_NOT_IDENTITY)
     ident["prefill_messages"] = load_prefill(settings.get("prefill_messages"))
     limits = settings.get("limits") or {}
