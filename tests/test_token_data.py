@@ -130,3 +130,19 @@ def test_bad_settings_stop_the_run_before_any_work(tmp_path: Path, overrides: tu
     assert result.returncode == 2, result.stderr
     assert said in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "outputs" / "bad" / "ledger.db").exists()
+
+
+def test_asking_for_token_data_is_another_experiment_and_the_field_names_are_not() -> None:
+    """A run that asks for none keeps its identity (tests/test_legacy_run.py: an old run resumes); one that
+    asks is told apart from it; naming the endpoint's fields differently is how it is reached, not what it does."""
+    from hermes_exp.cli.listing import compose_settings
+    from hermes_exp.settings.paths import config_dir
+    from hermes_exp.settings.resolved import identity_hash
+
+    def ident(*overrides: str) -> str:
+        return identity_hash(compose_settings(config_dir(), list(overrides)))
+
+    plain = ident()
+    assert ident("model.logprobs=false", "model.token_fields.token_ids=other") == plain
+    asking = ident("model.logprobs=true")
+    assert asking != plain and ident("model.logprobs=true", "model.token_ids=true") not in (plain, asking)

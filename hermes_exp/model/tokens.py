@@ -48,7 +48,8 @@ class TokenData:
             if wanted and not fields[key]:
                 raise ConfigError(f"model.{key} is set, but model.token_fields.{key} is null: this endpoint "
                                   f"cannot be asked for {what}",
-                                  f"name the request field in model.token_fields.{key}, or set model.{key}=null")
+                                  f"name the request field in model.token_fields.{key}, or set model.{key}="
+                                  f"{'null' if key == 'top_logprobs' else 'false'}")
         return cls(logprobs, top, token_ids, fields)
 
     @property
