@@ -88,7 +88,7 @@ def _conversation(client: ModelClient, toolbox: Toolbox, prompt: str, tools: lis
         if reply is None:
             return out.stop(Stop.CONTEXT_OVERFLOW, "the provider refused the prompt: it exceeds the model's context")
         _check_usable(reply, out)
-        saved.append({**reply.message, "role": "assistant"})
+        saved.append({**reply.message, **reply.tokens, "role": "assistant"})  # tokens: beside their text
         wire.append(to_wire(reply.message))
         if reply.finish_reason == "length":
             return out.stop(Stop.CONTEXT_OVERFLOW, "finish_reason=length: the answer was cut at the token limit")

@@ -20,6 +20,7 @@ from hermes_exp.compress.plan import Region, assemble, plan
 from hermes_exp.compress.summarise import summarise
 from hermes_exp.compress.tokens import Counter, load_counter
 from hermes_exp.errors import ProviderError, RunStopped
+from hermes_exp.model.tokens import MESSAGE_KEYS
 from hermes_exp.store.atomic import atomic_writer
 from hermes_exp.store.ledger import Ledger
 from hermes_exp.store.sharegpt import system_mode, trajectory
@@ -30,13 +31,14 @@ METRICS_FILE = "compression_metrics.json"
 USAGE_KEYS = ("api_calls", "prompt_tokens", "completion_tokens", "cost_usd")
 
 
-def _rows(ledger: Ledger, settings: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(task key, ShareGPT row) of every kept task, in dataset order."""
+def _rows(ledger: Ledger, settings: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], bool]]:
+    """(task key, ShareGPT row, whether its turns have token data) of every kept task, in dataset order."""
     model, system = settings["model"]["name"], system_mode(settings)
     registry = Registry.from_settings(settings)
     for row in ledger.rows(("done",)):
         result = json.loads(row["result"])
-        yield row["key"], trajectory(row, result, result.get("row", {}), model, system, registry)
+        tokens = any(k in m for m in result.get("messages", ()) for k in MESSAGE_KEYS)
+        yield row["key"], trajectory(row, result, result.get("row", {}), model, system, registry), tokens
 
 
 def _local(turns: list[dict[str, str]], counts: list[int], cfg: CompressSettings) -> dict[str, Any] | Region:
@@ -138,7 +140,7 @@ def _compute(ledger: Ledger, settings: dict[str, Any], cfg: CompressSettings, co
 
     with ExitStack() as stack:
         summariser = _Summariser(ledger, settings, cfg, stack)
-        for key, row in _rows(ledger, settings):
+        for key, row, _ in _rows(ledger, settings):
             turns = row["conversations"]
             dig = digest(stamp, turns)
             if stopped or store.get(ledger, dig) is not None:
@@ -174,7 +176,7 @@ def _write(ledger: Ledger, run_dir: Path, settings: dict[str, Any], cfg: Compres
     status: Tally[str] = Tally()
     totals: Tally[str] = Tally()
     with atomic_writer(run_dir / COMPRESSED_FILE) as out:
-        for key, row in _rows(ledger, settings):
+        for key, row, tokens in _rows(ledger, settings):
             dig = digest(stamp, row["conversations"])
             outcome = store.get(ledger, dig) or failed.get(dig)
             if outcome is None:
@@ -191,6 +193,8 @@ def _write(ledger: Ledger, run_dir: Path, settings: dict[str, Any], cfg: Compres
             row["conversations"] = outcome["conversations"] or row["conversations"]
             row["compression"] = {k: outcome[k] for k in ("status", "tokens_before", "tokens_after",
                                                           "turns_summarised", "summary_tokens", "error")}
+            if tokens:  # a summary is text no server sampled: the turns' token data no longer matches the row
+                row["compression"]["token_data"] = "dropped" if outcome["turns_summarised"] else "unchanged"
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
     metrics = _metrics(cfg, status, totals)
     with atomic_writer(run_dir / METRICS_FILE) as out:

@@ -19,4 +19,6 @@
   a SearXNG-compatible search (`GET /search?q=...&format=json`), an OpenAI-compatible images endpoint (`POST
   /v1/images/generations`) and a small web site under `/site/` (pages, an image, a form) that web_extract and
   the browser can read
+- tokens: The mock model's token IDs and logprobs, in vLLM's shape, when a request asks (`logprobs`,
+  `top_logprobs`, `return_token_ids`); its tokens join back into the text the turn stands for
 """

@@ -21,6 +21,7 @@ from hermes_exp.mock import services as mock_services
 from hermes_exp.mock.cache import PromptCache
 from hermes_exp.mock.faults import CHANGES, RESET, Faults, Reply, add_accounting, error_payload as _error
 from hermes_exp.mock.model import canon as _canon, completion as _completion, digest as _digest, draw as _draw
+from hermes_exp.mock.tokens import with_tokens
 
 _SECRET_HEADERS = {"authorization", "api-key", "x-api-key", "proxy-authorization"}
 _CHAT_PATH = "/v1/chat/completions"
@@ -241,6 +242,7 @@ class MockServer:
             completion["usage"]["prompt_tokens_details"] = cached
         if fault in CHANGES:
             completion = CHANGES[fault](completion)
+        completion = with_tokens(body, completion)  # of the message as finally answered
         return body, (200, add_accounting(completion, self.usage_cost, self.provider_name), {})
 
     def _failure(self, body: dict[str, Any]) -> Reply | None:

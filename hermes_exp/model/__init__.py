@@ -17,6 +17,9 @@
 - reasoning: Find the reasoning in an assistant message: native fields or inline tags in the content
 - retry: When a failed model call is worth retrying, how long to wait first, when to give up, and the circuit
   that stops a run whose calls keep failing authentication or finding no such model
+- tokens: Token IDs and logprobs of each assistant turn (`model.logprobs`, `top_logprobs`, `token_ids`): the
+  request fields that ask an endpoint for them (`model.token_fields`, never the model's name) and where its
+  answer holds them; off by default, when nothing is asked and nothing kept
 - transport: How a model call is sent (the only module that imports `openai`): the openai SDK's own aiohttp
   client on one event loop per process, shared by every client and session thread of the process; each
   attempt bounded as a whole by model.timeout

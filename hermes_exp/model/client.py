@@ -17,6 +17,7 @@ from hermes_exp.model.cache import CacheControl
 from hermes_exp.model.encode import Body
 from hermes_exp.model.ratelimit import Limits, RateLimiter
 from hermes_exp.model.retry import AuthCircuit, Failure, RetryPolicy, upstream_failure
+from hermes_exp.model.tokens import TokenData
 from hermes_exp.model.transport import AttemptFailed, Transport
 from hermes_exp.model.wire import SAMPLING_KEYS, Interop, call_request, static_request
 from hermes_exp.money import sweep_budget
@@ -36,6 +37,7 @@ class Reply:
     usage: dict[str, Any] = field(default_factory=dict)
     served_by: dict[str, Any] = field(default_factory=dict)
     attempts: int = 1
+    tokens: dict[str, Any] = field(default_factory=dict)  # token IDs and logprobs, when asked and returned
 
 
 class ModelClient:
@@ -47,6 +49,7 @@ class ModelClient:
         self._policy = RetryPolicy.from_config(model.get("retry"))
         self._interop = Interop.from_config(model.get("interop"))
         self._request = static_request(model, provider)
+        self._tokens = TokenData.from_config(model)
         self._cache = CacheControl.from_config(model.get("cache_control"))
         self._pricing = Pricing.from_config(model.get("pricing"))
         self._limits = limits or BudgetLimits()
@@ -141,8 +144,9 @@ class ModelClient:
         message = _without_none(choice.get("message") or {})
         raw_usage = _without_none(response.get("usage") or {})
         served = {"model": response.get("model"), "provider": response.get("provider")}
+        tokens = self._tokens.extract(response, choice) if self._tokens.wanted else {}
         return Reply(message, choice.get("finish_reason"), usage_facts(raw_usage, self._pricing),
-                     {k: v for k, v in served.items() if v}, attempt)
+                     {k: v for k, v in served.items() if v}, attempt, tokens)
 
 
 def _decoded(content: bytes) -> Any:

@@ -45,8 +45,10 @@ def second_client(settings: dict[str, Any], model: dict[str, Any], provider: dic
     `budget.*`, with this model's prices. `base_url` wins over the endpoint rule (a mock just started)."""
     from hermes_exp.model.client import ModelClient
     from hermes_exp.money.budget import BudgetLimits
+    from hermes_exp.model.tokens import without_token_data
     from hermes_exp.settings.resolved import api_key
 
+    model = without_token_data(model)  # only the agent's turns are training data
     invocation = settings.get("invocation") or {}
     url = base_url or endpoint(model, provider, invocation.get("base_url"))
     if url is None:

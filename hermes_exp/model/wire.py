@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from hermes_exp.model.tokens import TokenData
 from hermes_exp.settings.sections import Section, choice
 from hermes_exp.errors import ConfigError
 
@@ -171,6 +172,7 @@ def static_request(model: dict[str, Any], provider: dict[str, Any]) -> dict[str,
         extra["provider"] = {**(extra.get("provider") or {}), **route}
     request["model"] = model["name"]
     request.update(extra)
+    request.update(TokenData.from_config(model).request())  # after extra_body: what model.logprobs says wins
     return request
 
 

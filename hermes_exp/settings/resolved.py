@@ -32,6 +32,16 @@ NOT_IDENTITY = {
                 "max_starts_per_second", "warm_pool", "remove_in_background", "runtime"],
     "distribution": ["description"],
 }
+# model.logprobs, top_logprobs, token_ids (model/tokens.py): in an identity only when set, so a run (and a
+# judge on the run's model) that asks for no token data keeps the identity it had before they existed; the
+# field names they are asked under are how an endpoint is reached, never part of one
+UNSET_NOT_IDENTITY = ("logprobs", "top_logprobs", "token_ids")
+
+
+def without_unasked_tokens(model: dict[str, Any]) -> dict[str, Any]:
+    """`model` as an identity holds it: the token-data settings only where they ask for something."""
+    return {k: v for k, v in model.items()
+            if k != "token_fields" and not (k in UNSET_NOT_IDENTITY and (v is None or v is False))}
 
 
 def to_plain(cfg: DictConfig) -> dict[str, Any]:
@@ -65,6 +75,8 @@ def identity_config(settings: dict[str, Any]) -> dict[str, Any]:
         for dotted in keys:
             if isinstance(ident.get(group), dict):
                 _drop(ident[group], dotted)
+    if isinstance(ident.get("model"), dict):
+        ident["model"] = without_unasked_tokens(ident["model"])
     ident["toolsets"] = _without_keys(ident.get("toolsets") or {}, TOOLSET_NOT_IDENTITY)
     if isinstance(ident.get("tools"), dict) and ident["tools"].get("names") in (None, DEFAULT_TOOL_NAMES):
         ident["tools"].pop("names", None)  # runs made before tool-name sets existed keep their identity

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_exp.model.reasoning import native_reasoning
+from hermes_exp.model.tokens import MESSAGE_KEYS
 from hermes_exp.errors import ConfigError
 from hermes_exp.store.atomic import atomic_writer
 from hermes_exp.store.sharegpt import sent_tools, system_mode
@@ -42,8 +43,11 @@ def openai_message(message: dict[str, Any]) -> dict[str, Any]:
     """One message with a fixed set of keys (null where unused), so every line has one schema.
 
     `role`, `content`, `tool_calls`, `tool_call_id` and `name` are exactly as sent or received;
-    the reasoning goes to `reasoning_content`, the key Hugging Face chat templates read."""
+    the reasoning goes to `reasoning_content`, the key Hugging Face chat templates read. An assistant
+    turn's token data (`logprobs`, `token_ids`, `prompt_token_ids`) follows as the server returned it,
+    and is absent where the run did not ask for it or the server did not return it."""
     calls = message.get("tool_calls")
+    tokens = {k: message[k] for k in MESSAGE_KEYS if k in message}
     return {
         "role": message.get("role"),
         "content": message.get("content"),
@@ -54,6 +58,7 @@ def openai_message(message: dict[str, Any]) -> dict[str, Any]:
                        for c in calls] if calls else None,
         "tool_call_id": message.get("tool_call_id"),
         "name": message.get("name"),
+        **tokens,
     }
 
 

@@ -26,7 +26,9 @@ NOT_IDENTITY = ("keep_workdir", "archive_on_error", "archive_max_mb", "timeout_s
                 "description", *preset.KEYS)  # a preset's model and provider are
 # Row fields that override the verifier option of the same name (e.g. a row's own "match").
 ROW_OPTION_NAMES = ("match", "case_sensitive", "normalize_whitespace", "rel_tol", "abs_tol")
-JUDGE_MODEL_NOT_IDENTITY = ("api_key_env", "base_url", "timeout", "retry", "rate_limit", "pricing", "mock_server")
+# the judge never asks for token data (model/clients.py), so the run's model's token settings are not its
+JUDGE_MODEL_NOT_IDENTITY = ("api_key_env", "base_url", "timeout", "retry", "rate_limit", "pricing", "mock_server",
+                            "logprobs", "top_logprobs", "token_ids", "token_fields")
 
 
 def load_options(settings: dict[str, Any], conf_dir: Path) -> dict[str, dict[str, Any]]:
