@@ -40,8 +40,8 @@ class RunLock:
             os.close(fd)
             pid, host, _ = _holder(self.path)
             raise LedgerError(
-                f"run directory {self.path.parent} is in use by another hermes-exp process (pid {pid} on host "
-                f"{host})", "wait for it to finish, stop it, or choose another run_name=...") from None
+                f"run directory {self.path.parent} is in use by another hermes-exp process (pid {pid}) on host "
+                f"{host}", "wait for it to finish, stop it, or choose another run_name=...") from None
         self._fd = fd
         _write(fd, 0)
         self._beat = threading.Thread(target=self._beating, name="hermes-exp-run-lock", daemon=True)
