@@ -40,7 +40,7 @@ def test_a_holder_whose_heartbeat_stopped_is_taken_over(tmp_path: Path) -> None:
     run_dir = tmp_path / "outputs" / "left"
     run_dir.mkdir(parents=True)
     (run_dir / ".lock").write_text("4242 crashed-node 17")  # a holder on a host that went away (no flock here)
-    took = _other_host(tmp_path, "run_name=left", "max_samples=1")
+    took = _other_host(tmp_path, "run_name=left", "max_samples=1", "sandbox=local", "distribution=terminal_only")
     assert took.returncode == 0, took.stderr
     assert "held by pid 4242 on host crashed-node, which stopped updating it" in took.stderr
     assert (run_dir / ".lock").read_text().strip() == ""  # released on exit: the next host need not wait

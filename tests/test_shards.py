@@ -64,7 +64,8 @@ def test_two_shards_merged_equal_the_unsharded_run(tmp_path: Path, mock_server) 
     assert "max_turns (3 -> 10)" in refused.stderr
 
 
-def test_bad_shard_specs_and_merges_are_refused(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_bad_shard_specs_and_merges_are_refused(tmp_path: Path, mock_server) -> None:
     for spec in ("2/2", "a/3", "1"):
         bad = run_cli(tmp_path, f"dataset.shard={spec}", "run_name=bad")
         assert bad.returncode == 2 and f"dataset.shard='{spec}' is not I/N with 0 <= I < N" in bad.stderr, bad.stderr
@@ -72,7 +73,9 @@ def test_bad_shard_specs_and_merges_are_refused(tmp_path: Path) -> None:
     assert none.returncode == 2 and "action=merge needs merge.shards" in none.stderr
     empty = run_cli(tmp_path, "action=merge", "merge.shards=outputs/nothing_*", "run_name=m")
     assert empty.returncode == 2 and "'outputs/nothing_*' matches no directory" in empty.stderr
-    assert run_cli(tmp_path, "run_name=ran", "max_samples=2").returncode == 0
-    assert run_cli(tmp_path, "run_name=ran2", "max_samples=2").returncode == 0
-    over = run_cli(tmp_path, "action=merge", "merge.shards=[outputs/ran]", "run_name=ran2")
+    small = [f"dataset.path={write_dataset(tmp_path / 'p.jsonl', ROWS[:2])}", "sandbox=local",
+             "distribution=terminal_only", f"model.base_url={mock_server.base_url}"]
+    assert run_cli(tmp_path, *small, "run_name=ran").returncode == 0
+    assert run_cli(tmp_path, *small, "run_name=ran2").returncode == 0
+    over = run_cli(tmp_path, *small, "action=merge", "merge.shards=[outputs/ran]", "run_name=ran2")
     assert over.returncode == 2 and "holds a run of its own, not a merge of shards" in over.stderr
