@@ -14,7 +14,7 @@
 - optional: Optional packages (the extras): imported when a run first needs one, else the error that names it
 - report/: `hermes-exp-report`: one self-contained HTML page of plots and a trajectory browser for a run or
   sweep
-- run/: One invocation, in the parent: checks, planning, dispatch, the actions (export, score, compress) and
+- run/: One invocation, in the parent: checks, planning, dispatch, the actions (export, score, compress, merge) and
   progress.
 - sandbox/: Where tool commands run: one fresh sandbox per prompt (local, bwrap, docker)
 - secret_guard: Kept for saved config snapshots: `.hydra/config.yaml` files written before December 2026 name

@@ -19,6 +19,7 @@ from test_budget import PRICED
 from test_compress import COMPRESS, PROMPTS, train_tokenizer
 
 from hermes_exp.mock.server import MockServer
+from hermes_exp.money.sweep_book import Book
 
 PRICE = 1000 / 1e6  # PRICED: USD per token, prompt and completion alike
 BUDGETS = ["budget.max_cost_usd=100", "budget.sweep_max_cost_usd=100"]
@@ -37,8 +38,8 @@ def journal(run_dir: Path) -> list[dict]:
 
 def booked(run_dir: Path) -> tuple[float, float]:
     """(spent, reserved) of the run in its sweep budget file."""
-    with sqlite3.connect(run_dir / "sweep_budget.db") as db:
-        return db.execute("SELECT TOTAL(spent), TOTAL(reserved) FROM jobs").fetchone()
+    booked = Book(run_dir).totals()
+    return booked.spent, booked.reserved
 
 
 def hold(proc: subprocess.Popen, server: MockServer, ready=lambda: True) -> None:

@@ -35,7 +35,10 @@ def _job(cfg: DictConfig) -> None:
     try:
         settings = to_plain(cfg)
         _check_added_keys(settings)
-        _report_status(run(settings, on_locked=lambda: snapshot.save(cfg)))
+        code = run(settings, on_locked=lambda: snapshot.save(cfg))
+        if settings.get("action") == "merge" and code == 0:
+            _merged_report(Path(settings["run_dir"]))
+        _report_status(code)
     except HermesExpError as exc:
         redact = Redactor.from_env(OmegaConf.to_container(cfg, resolve=False))
         print(f"error: {redact(str(exc))}", file=sys.stderr)
@@ -43,6 +46,16 @@ def _job(cfg: DictConfig) -> None:
     except KeyboardInterrupt:
         print("interrupted before any task ran; nothing was changed", file=sys.stderr)
         _report_status(130)
+
+
+def _merged_report(run_dir: Path) -> None:
+    """action=merge ends with the merged run's one report (when the report extra is installed)."""
+    from hermes_exp.report.render import build_report
+
+    try:
+        print(f"  report:       {build_report(run_dir)}", file=sys.stderr)
+    except HermesExpError as exc:
+        print(f"  no report.html: {exc}", file=sys.stderr)
 
 
 def _check_added_keys(settings: dict) -> None:

@@ -1,10 +1,12 @@
 """Which rows of the dataset a run covers: `dataset.where` (field=value), `dataset.ids_file` (with
-`dataset.id_field`), then `dataset.shuffle` (a seeded order) and `dataset.slice` ("start:stop").
+`dataset.id_field`), then `dataset.shuffle` (a seeded order), `dataset.slice` ("start:stop") and
+`dataset.shard` ("I/N": the rows whose content hash is I modulo N, for Slurm array jobs).
 
 where/ids depend on a row's content only, so identical rows are kept or dropped together and every
 task keeps the key (and occurrence number) it has without a selection. The shuffled order comes from
 each row's content and the seed, not from the run's identity, so every job of a sweep and every
-invocation picks the same rows; appending rows to the dataset does not reorder the others."""
+invocation picks the same rows; appending rows to the dataset does not reorder the others. A row's shard
+comes from its content (and occurrence) alone too: appended rows never move a row to another shard."""
 
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ from hermes_exp.dataset.readers import Record, Source
 from hermes_exp.dataset.slots import SlotList
 
 log = logging.getLogger(__name__)
+SHARD_HINT = ("write dataset.shard=I/N with 0 <= I < N, e.g. dataset.shard=0/4 .. dataset.shard=3/4 "
+              "(Slurm: dataset.shard=$SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT), or dataset.shard=null")
 SLICE_HINT = "write dataset.slice=START:STOP (Python slice bounds, either may be empty), e.g. dataset.slice=0:100"
 
 
@@ -38,11 +42,12 @@ class Selection:
     shuffle: int | None = None  # the seed
     bounds: tuple[int | None, int | None] | None = None
     max_rows: int | None = None  # max_samples: the first N rows of the selection
+    shard: tuple[int, int] | None = None  # (I, N): this run's 1/N of the rows above, by content
 
     @property
     def narrows(self) -> bool:
         """Whether the run covers less than the whole dataset by these settings (not max_samples)."""
-        return bool(self.where) or self.ids is not None or self.bounds is not None
+        return bool(self.where) or self.ids is not None or self.bounds is not None or self.shard is not None
 
     def keeps(self, row: dict[str, Any]) -> bool:
         for name, accepted in self.where.items():
@@ -60,7 +65,8 @@ def from_settings(settings: dict[str, Any]) -> Selection:
     ids_file = cfg.get("ids_file")
     return Selection(where=_where(cfg.get("where")), ids=_ids(ids_file), id_field=id_field,
                      ids_file=str(ids_file) if ids_file else None, shuffle=_seed(cfg.get("shuffle")),
-                     bounds=_bounds(cfg.get("slice")), max_rows=settings.get("max_samples"))
+                     bounds=_bounds(cfg.get("slice")), max_rows=settings.get("max_samples"),
+                     shard=_shard(cfg.get("shard")))
 
 
 def _where(raw: Any) -> dict[str, frozenset[str]]:
@@ -121,6 +127,25 @@ def _bounds(raw: Any) -> tuple[int | None, int | None] | None:
     return start, stop
 
 
+def _shard(raw: Any) -> tuple[int, int] | None:
+    if raw is None or raw == "":
+        return None
+    parts = str(raw).split("/")
+    try:
+        index, count = (int(p) for p in parts) if len(parts) == 2 else (-1, 0)
+    except ValueError:
+        index, count = -1, 0
+    if not 0 <= index < count:
+        raise ConfigError(f"dataset.shard={str(raw)!r} is not I/N with 0 <= I < N", SHARD_HINT)
+    return index, count
+
+
+def shard_of(content: bytes, occurrence: int, count: int) -> int:
+    """The shard (of `count`) a row belongs to: its canonical JSON and occurrence, nothing else."""
+    digest = hashlib.blake2b(content + b"\x00%d" % occurrence, digest_size=8, person=b"hx-shard").digest()
+    return int.from_bytes(digest, "big") % count
+
+
 class Selected:
     """A Source seen through a Selection: yields only the rows `where`/`ids` keep, and notes each
     kept row's order value (content + occurrence + seed) for `cut`. Same Protocol as any Source."""
@@ -130,6 +155,7 @@ class Selected:
         self.selection = selection
         self.path, self.unit = source.path, source.unit
         self.order: dict[int, bytes] = {}
+        self.in_shard: set[int] = set()  # with dataset.shard: the kept rows of this run's shard
         self.ids_seen: set[str] = set()
         self.fields_seen: set[str] = set()  # of the rows dropped: a `where` on a field no row has says so
         self.values_seen: dict[str, set[str]] = {}  # `where` field -> some of the values the rows have
@@ -148,19 +174,26 @@ class Selected:
                     if len(self.fields_seen) < 200:
                         self.fields_seen.update(record.row)
                     for name in self.selection.where:
-                        seen = self.values_seen.setdefault(name, set())
-                        if name in record.row and len(seen) < 21:
-                            seen.add(_text(record.row[name]))
+                        values = self.values_seen.setdefault(name, set())
+                        if name in record.row and len(values) < 21:
+                            values.add(_text(record.row[name]))
                     continue
                 self.kept += 1
                 if self.selection.ids is not None:
                     self.ids_seen.add(_text(record.row[self.selection.id_field]))
-                if self.selection.shuffle is not None:
+                if self.selection.shuffle is not None or self.selection.shard is not None:
                     content = canonical_json(record.row).encode()
                     occurrence = seen[content] = seen.get(content, -1) + 1
-                    self.order[record.index] = hashlib.blake2b(
-                        content + b"\x00%d" % occurrence, key=seed, digest_size=8).digest()
+                    self._place(record.index, content, occurrence, seed)
             yield record
+
+    def _place(self, index: int, content: bytes, occurrence: int, seed: bytes) -> None:
+        """Note a kept row's shuffled order and whether it is in this run's shard."""
+        if self.selection.shuffle is not None:
+            self.order[index] = hashlib.blake2b(content + b"\x00%d" % occurrence, key=seed, digest_size=8).digest()
+        shard = self.selection.shard
+        if shard is not None and shard_of(content, occurrence, shard[1]) == shard[0]:
+            self.in_shard.add(index)
 
 
 def scan_selected(source: Source, selection: Selection, identity: str, skip_invalid: bool, **more: Any) -> Any:
@@ -199,6 +232,8 @@ def _describe(sel: Selection) -> str:
         parts.append(f"{len(sel.ids)} ids of {sel.ids_file} by {sel.id_field}")
     if sel.bounds is not None:
         parts.append("slice " + ":".join("" if b is None else str(b) for b in sel.bounds))
+    if sel.shard is not None:
+        parts.append(f"shard {sel.shard[0]}/{sel.shard[1]}")
     return ", ".join(parts) or "everything"
 
 
@@ -207,7 +242,7 @@ def cut(selected: Selected, indexed: Sequence[tuple]) -> list:
     entry of one row (its samples) stays together."""
     sel = selected.selection
     _warn_missing_ids(selected)
-    if sel.shuffle is None and sel.bounds is None and sel.max_rows is None:
+    if sel.shuffle is None and sel.bounds is None and sel.max_rows is None and sel.shard is None:
         return indexed  # nothing to reorder or cut: the scan as it is (packed, not copied into a list)
     rows = list(dict.fromkeys(entry[0] for entry in indexed))
     if sel.shuffle is not None:
@@ -216,6 +251,8 @@ def cut(selected: Selected, indexed: Sequence[tuple]) -> list:
         rows = rows[slice(*sel.bounds)]
     if sel.max_rows is not None:
         rows = rows[:sel.max_rows]
+    if sel.shard is not None:  # 1/N of the rows selected above: the shards together are the unsharded run
+        rows = [index for index in rows if index in selected.in_shard]
     position = {index: n for n, index in enumerate(rows)}
     kept = [entry for entry in indexed if entry[0] in position]
     kept = sorted(kept, key=lambda entry: position[entry[0]]) if sel.shuffle is not None else kept

@@ -6,7 +6,9 @@
   accounting (`usage.cost`, as OpenRouter reports it) or else from the model's per-million-token prices
 - journal: What model calls in flight may have cost, on disk before a call is sent: so a kill -9 of the whole
   run cannot make the next invocation forget money it spent
-- sweep_budget: One budget for a whole sweep (`budget.sweep_max_cost_usd`): every job of a `-m` sweep, in
-  whatever process a launcher runs it, and every worker process of a job, books its calls in one small SQLite
-  file in the sweep directory
+- sweep_book: The sweep budget's book: one append-only file per process and job generation in
+  `<sweep dir>/sweep_budget/`, read by every other process before it books a call (no locks, no WAL)
+- sweep_budget: One budget for a whole sweep (`budget.sweep_max_cost_usd`): every job of a `-m` sweep, on
+  whatever host a launcher runs it, and every worker process of a job, books its calls in the sweep
+  directory's book
 """

@@ -1,20 +1,21 @@
-"""One budget for a whole sweep (`budget.sweep_max_cost_usd`): every job of a `-m` sweep, in whatever
-process a launcher runs it, and every worker process of a job, books its calls in one small SQLite file
-in the sweep directory. A call reserves its worst case there first (in one IMMEDIATE transaction), so
-the jobs together never pass the limit; a call that finds no room stops its job like the run's budget."""
+"""One budget for a whole sweep (`budget.sweep_max_cost_usd`): every job of a `-m` sweep, on whatever host a
+launcher runs it, and every worker process of a job, books its calls in the sweep directory's book
+(money/sweep_book.py: a file per process, no locks). A call appends its worst case there, then reads every
+file again and withdraws if the sweep could pass the limit, so the jobs together never do; a call that finds
+no room stops its job like the run's budget."""
 
 from __future__ import annotations
 
-import sqlite3
+import random
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from hermes_exp.errors import BudgetExhausted
+from hermes_exp.money.sweep_book import Book, Totals, Writer, job_name, job_tag
 from hermes_exp.stops import RunStop
 
-FILE = "sweep_budget.db"
 WAIT_SECONDS = 120.0  # how long a call waits for calls in flight elsewhere to settle before giving up
 
 
@@ -28,82 +29,85 @@ class SweepBudgetExhausted(BudgetExhausted):
 
 class SweepBudget:
     """The sweep's spend as this process books it. Same reserve/settle contract as budget.Budget;
-    `reserve` raises SweepBudgetExhausted when the settled spend leaves no room."""
+    `reserve` raises SweepBudgetExhausted when the settled spend leaves no room.
+
+    A reservation is appended before it is checked against everything every file says (its own line
+    included): of two processes booking at once, the later reader sees both lines, so the reservations
+    that stand never pass the limit together (when both withdraw, each tries again after a short wait)."""
 
     def __init__(self, sweep_dir: Path, job: str, limit: float) -> None:
-        self.path = Path(sweep_dir) / FILE
-        self.job = job
-        self.limit = limit
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # One connection for the process's threads; the lock keeps their transactions apart.
-        self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-        self._lock = threading.Lock()
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS jobs (job TEXT PRIMARY KEY, spent REAL NOT NULL DEFAULT 0, "
-                         "reserved REAL NOT NULL DEFAULT 0, updated_at REAL)")
+        self.book = Book(sweep_dir)
+        self.path = self.book.folder
+        self.job, self.tag, self.limit = job, job_tag(job), limit
+        self._lock = threading.Lock()  # one booking at a time per process: its own file stays in order
+        self._writer: Writer | None = None
+        self._open = 0.0  # what this process holds reserved in its current generation
+        self._generation = 0  # the job's newest generation when this process last read the book
 
     def start(self, job_spent: float) -> None:
         """A job (re)starts: its spend is at least what its ledger says; reservations a crash left are void."""
-        with self._transaction() as db:
-            db.execute("INSERT INTO jobs (job, spent, reserved, updated_at) VALUES (?, ?, 0, ?) "
-                       "ON CONFLICT(job) DO UPDATE SET spent = MAX(spent, excluded.spent), reserved = 0, "
-                       "updated_at = excluded.updated_at", [self.job, job_spent, time.time()])
+        with self._lock:
+            before = self.book.totals().generations.get(self.tag, -1)
+            spent = max(job_spent, self.book.job_spent(self.tag))
+            self._generation = before + 1
+            self._writer, self._open = Writer(self.book, self.job, self._generation), 0.0
+            self._writer.append({"start": spent})
 
     def reserve(self, worst: float) -> float:
         deadline = time.monotonic() + WAIT_SECONDS
         while True:
-            with self._transaction() as db:
-                spent, reserved, jobs = self._totals(db)
-                if spent + worst > self.limit or time.monotonic() > deadline:
-                    raise SweepBudgetExhausted(
-                        f"sweep budget reached: ${spent:.6f} spent by the sweep's {jobs} job(s) of "
-                        f"budget.sweep_max_cost_usd={self.limit}, and the next call could cost up to ${worst:.6f} "
-                        f"(booked in {self.path})")
-                if spent + reserved + worst <= self.limit:
-                    db.execute("UPDATE jobs SET reserved = reserved + ?, updated_at = ? WHERE job = ?",
-                               [worst, time.time(), self.job])
+            with self._lock:
+                seen = self._current()
+                if seen.spent + worst > self.limit or time.monotonic() > deadline:
+                    raise SweepBudgetExhausted(self._exhausted(seen, worst))
+                if seen.spent + seen.reserved + worst <= self.limit and self._book(worst):
                     return worst
-            time.sleep(0.05)  # calls in flight hold the room this one needs: they may cost less
+            time.sleep(0.02 + random.random() * 0.06)  # calls in flight hold the room this one needs
 
     def settle(self, reserved: float, actual: float) -> None:
-        with self._transaction() as db:
-            db.execute("UPDATE jobs SET reserved = MAX(0, reserved - ?), spent = spent + ?, updated_at = ? "
-                       "WHERE job = ?", [reserved, actual, time.time(), self.job])
+        with self._lock:
+            self._current()
+            released = min(reserved, self._open)  # a reservation of an older generation is void already
+            self._open -= released
+            self._write({"s": released, "a": actual})
 
     def spent(self) -> float:
         with self._lock:
-            return self._totals(self._db)[0]
+            return self.book.totals().spent
 
-    @staticmethod
-    def _totals(db: sqlite3.Connection) -> tuple[float, float, int]:
-        row = db.execute("SELECT TOTAL(spent), TOTAL(reserved), COUNT(*) FROM jobs").fetchone()
-        return float(row[0]), float(row[1]), int(row[2])
+    def totals(self) -> Totals:
+        """What the book says now: the sweep's spend, what calls in flight hold, and its jobs."""
+        with self._lock:
+            return self.book.totals()
 
-    def _transaction(self) -> Any:
-        return _Immediate(self._db, self._lock)
+    def _book(self, worst: float) -> bool:
+        """Append the reservation, then keep it only if every file read afterwards leaves room for it."""
+        self._write({"r": worst})
+        after = self.book.totals()
+        if after.spent + after.reserved <= self.limit + 1e-12:
+            self._open += worst
+            return True
+        self._write({"s": worst, "a": 0.0})  # withdrawn: another process booked at the same moment
+        return False
 
+    def _current(self) -> Totals:
+        """The book now; this process's file moves to the job's newest generation when a start made one."""
+        seen = self.book.totals()
+        generation = seen.generations.get(self.tag, 0)
+        if self._writer is not None and self._writer.generation != generation:
+            self._writer, self._open = None, 0.0
+        self._generation = generation
+        return seen
 
-class _Immediate:
-    """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error): one writer at a time across processes, and
-    one transaction at a time on the process's connection."""
+    def _write(self, record: dict[str, float]) -> None:
+        if self._writer is None:
+            self._writer = Writer(self.book, self.job, self._generation)
+        self._writer.append(record)
 
-    def __init__(self, db: sqlite3.Connection, lock: threading.Lock) -> None:
-        self.db, self.lock = db, lock
-
-    def __enter__(self) -> sqlite3.Connection:
-        self.lock.acquire()
-        try:
-            self.db.execute("BEGIN IMMEDIATE")
-        except BaseException:
-            self.lock.release()
-            raise
-        return self.db
-
-    def __exit__(self, kind: Any, *_: Any) -> None:
-        try:
-            self.db.execute("ROLLBACK" if kind else "COMMIT")
-        finally:
-            self.lock.release()
+    def _exhausted(self, seen: Totals, worst: float) -> str:
+        return (f"sweep budget reached: ${seen.spent:.6f} spent by the sweep's {seen.jobs} job(s) of "
+                f"budget.sweep_max_cost_usd={self.limit}, and the next call could cost up to ${worst:.6f} "
+                f"(booked in {self.path})")
 
 
 class Budgets:
@@ -139,7 +143,8 @@ def shared(settings: dict[str, Any]) -> SweepBudget | None:
     limit = (settings.get("budget") or {}).get("sweep_max_cost_usd")
     if limit is None:
         return None
-    return SweepBudget(sweep_dir(settings), str(Path(settings["run_dir"]).resolve()), float(limit))
+    where = sweep_dir(settings)
+    return SweepBudget(where, job_name(Path(settings["run_dir"]).resolve(), where), float(limit))
 
 
 def for_settings(settings: dict[str, Any], run_budget: Any) -> Any:

@@ -1,4 +1,4 @@
-"""One invocation, in the parent: checks, planning, dispatch, the actions (export, score, compress) and progress.
+"""One invocation, in the parent: checks, planning, dispatch, the actions (export, score, compress, merge) and progress.
 
 - checks: Every start-up check of an invocation, in one place: `check_all(settings) -> Checked`, one frozen
   value (the action, the resume intent, the samples, the export selection and formats, the pilot, the
@@ -16,6 +16,8 @@
 - ledger_open: The run's ledger, opened under the run lock: claimed by this experiment (an earlier one
   archived when `resume.new_identity` asks), refused when it is damaged or belongs to another experiment
 - lock: One invocation per run directory at a time: an exclusive flock, released by the OS on any exit
+- merge_action: `action=merge`: the ledgers of a run's shards (`dataset.shard=I/N`, each in its own run
+  directory) joined into this run directory's ledger, then exported as one run
 - pilot: Know the cost before paying it: `pilot=K` runs K tasks spread evenly over the selected dataset and
   projects the whole run (every task, every sample) from what they cost and how long they took; the same
   command without `pilot` then runs the rest (the K are done, so they are not run again)

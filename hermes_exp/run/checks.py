@@ -22,7 +22,7 @@ from hermes_exp.store.formats import chosen_formats
 from hermes_exp.store.samples import selection_mode
 from hermes_exp.tools import mcp
 
-ACTIONS = ("run", "export", "compress", "score")
+ACTIONS = ("run", "export", "compress", "score", "merge")
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def check_all(settings: dict[str, Any]) -> Checked:
     # Every toolset's tools are built, and every MCP server started to list its tools, only when this
     # invocation may run something: a settled run's no-op skips both (prepare.py).
     deferred = action == "run" and prepared.settled()
-    if action != "export" and not deferred:
+    if action not in ("export", "merge") and not deferred:
         settings = mcp.with_discovered(settings)  # MCP servers' tools, listed once, before anything else
     distribution = None if deferred else check_toolsets(settings)
     sandbox_options.check(settings.get("sandbox"))  # before the run directory is claimed by this config

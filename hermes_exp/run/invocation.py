@@ -50,6 +50,10 @@ def run(settings: dict[str, Any], on_locked: Callable[[], None] | None = None) -
         # runs tasks writes it (an export, a re-score or a compression leaves it as it is).
         if checked.action in ("export", "compress"):
             return reexport(checked)
+        if checked.action == "merge":
+            from hermes_exp.run.merge_action import merge_run
+
+            return merge_run(checked)
         if checked.action == "score":
             from hermes_exp.run.score_action import score_run
 
