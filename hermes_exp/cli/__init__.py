@@ -17,4 +17,6 @@
 - sweep: What the `hermes-exp` command does once every job has ended: each job (in whatever process a launcher
   ran it) appends one status line, and the command then knows its exit code (the worst job's) and, after a
   `-m` sweep, writes the sweep summary into the sweep directory
+- sweep_dirs: Hydra callback (`hydra.callbacks.sweep_dirs`): a `-m` sweep over a key left out of job directory
+  names (so that its jobs would share one directory) is refused before any job starts
 """
