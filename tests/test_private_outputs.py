@@ -55,3 +55,14 @@ def test_a_private_run_writes_owner_only_files_and_directories(tmp_path: Path) -
                  "failed.jsonl", "batch_0.jsonl", "report.html", "cli.log", ".hydra/config.yaml", ".lock"):
         assert name in modes, sorted(modes)
     assert {p: oct(m) for p, m in modes.items() if m != (0o700 if (out / p).is_dir() else 0o600)} == {}
+
+
+def test_a_private_sweep_makes_its_sweep_directory_owner_only(tmp_path: Path) -> None:
+    data = write_dataset(tmp_path / "prompts.jsonl", ROWS[:1])
+    result = run_cli(tmp_path, "-m", f"dataset.path={data}", "run_name=psweep", "sandbox=local",
+                     "distribution=terminal_only,minimal", "outputs.private=true")
+    assert result.returncode == 0, result.stderr
+    modes = _modes(tmp_path / "outputs" / "psweep")
+    assert "multirun.yaml" in modes and "summary.json" in modes and "summary.csv" in modes, sorted(modes)
+    assert {p: oct(m) for p, m in modes.items()
+            if m != (0o700 if (tmp_path / "outputs" / "psweep" / p).is_dir() else 0o600)} == {}

@@ -4,11 +4,15 @@ A job's directory is named by its override values minus the keys that do not cha
 (`hydra.job.config.override_dirname.exclude_keys`), so that re-issuing a sweep resumes every job. A
 sweep over one of those keys (`-m samples_per_prompt=1,2`, `-m num_workers=1,8`) would therefore send
 several jobs into one directory, where each later job resumes, extends or re-exports the earlier one's run
-and the sweep summary counts one run twice. Such a sweep is refused before any job starts."""
+and the sweep summary counts one run twice. Such a sweep is refused before any job starts.
+
+With `outputs.private=true` the sweep directory itself is made owner-only before any job writes into it
+(multirun.yaml, the sweep summary, the sweep budget's book), as each job makes its own run directory."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
@@ -31,6 +35,24 @@ class SweepDirs(Callback):
         except ConfigError as exc:  # Hydra would print a traceback of its own callback machinery
             print(f"error: {exc}", file=sys.stderr)
             raise SystemExit(exc.exit_code) from None
+        if (config.get("outputs") or {}).get("private"):
+            from hermes_exp.settings.file_modes import make_private
+
+            make_private(Path(config.hydra.sweep.dir))
+
+    def on_job_start(self, config: Any, **_: Any) -> None:
+        """multirun.yaml is saved by the launcher after the sweep started: owner-only too."""
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        hydra_cfg = HydraConfig.get()
+        if hydra_cfg.mode != RunMode.MULTIRUN or not (config.get("outputs") or {}).get("private"):
+            return
+        saved = Path(hydra_cfg.sweep.dir) / "multirun.yaml"
+        try:
+            saved.chmod(0o600)
+        except FileNotFoundError:  # a launcher that keeps no multirun.yaml
+            pass
 
 
 def check_sweep(overrides: list[str], excluded: list[str]) -> None:
