@@ -55,6 +55,8 @@ def test_the_model_is_offered_and_calls_the_new_names(renamed_run: Path) -> None
         offered = [t["function"]["name"] for t in json.loads(row["tools"])]
         assert "process_manage" in offered and "process" not in offered, offered
         assert '"name": "process_manage"' in row["conversations"][0]["value"]  # Hermes's <tools> system turn
+        terminal = next(t["function"] for t in json.loads(row["tools"]) if t["function"]["name"] == "terminal")
+        assert "with the process_manage tool" in json.dumps(terminal)  # never told to call a name it lacks
         assert "process_manage" in _called(row) and "process" not in _called(row)
         assert "process" not in row["tool_stats"] and "process" not in row["tool_error_counts"]
         assert row["tool_stats"]["process_manage"]["count"] >= 1
@@ -125,3 +127,14 @@ def test_the_default_set_hashes_as_a_config_without_the_key() -> None:
     assert default["tools"]["names"] == "hermes"
     assert identity_hash(default) == identity_hash(unset)
     assert identity_hash(settings_for("sandbox=local", RENAMED)) != identity_hash(default)
+
+
+def test_our_texts_name_a_renamed_tool_as_offered() -> None:
+    from hermes_exp.tools.names import NAME_SETS, in_text
+
+    renames = NAME_SETS["hermes-2026-09"]
+    said = "3 background processes are running; kill one with process(action='kill') first, see the process tool"
+    assert in_text(said, renames) == ("3 background processes are running; kill one with process_manage(action="
+                                      "'kill') first, see the process_manage tool")
+    assert in_text("todo_list and the todo tool", renames) == "todo_list and the todo_list tool"
+    assert in_text(said, {}) == said

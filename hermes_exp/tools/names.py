@@ -9,6 +9,7 @@ toolsets.py: `process_manage`, `todo_list`, `cronjob_manage`). Toolset names do 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from hermes_exp.errors import ConfigError
@@ -41,3 +42,22 @@ def offered_name(name: str, settings: dict[str, Any]) -> str:
     """The name under which this run offers the tool a grader calls `name` (in any set's names)."""
     own = _OWN.get(name, name)
     return renames(settings).get(own, own)
+
+
+def in_text(text: str, renames: dict[str, str]) -> str:
+    """`text` (a schema's description, an error of ours) with its mentions of a renamed tool (`process(...`,
+    `the process tool`) in the offered name, so a run never tells the model to call a name it lacks."""
+    for own, offered in renames.items():
+        text = re.sub(rf"\b{re.escape(own)}(?=\(| tool\b)", offered, text)
+    return text
+
+
+def in_schema(schema: Any, renames: dict[str, str]) -> Any:
+    """A tool schema with every string in it passed through `in_text` (a copy; the tool's own is kept)."""
+    if isinstance(schema, str):
+        return in_text(schema, renames)
+    if isinstance(schema, dict):
+        return {key: in_schema(value, renames) for key, value in schema.items()}
+    if isinstance(schema, list):
+        return [in_schema(value, renames) for value in schema]
+    return schema

@@ -94,8 +94,8 @@ class Registry:
             as_offered = self.renames.get(name, name)
             offered[as_offered] = tool
             self._tools.setdefault(as_offered, tool)
-            self._schemas.setdefault(as_offered, {**tool.schema, "name": as_offered}
-                                     if as_offered != name else tool.schema)
+            self._schemas.setdefault(as_offered, names.in_schema({**tool.schema, "name": as_offered}, self.renames)
+                                     if self.renames else tool.schema)
         self.toolsets[toolset.name] = Toolset(toolset.name, toolset.description, offered)
         self._lists.clear()
 
@@ -131,7 +131,7 @@ class Registry:
         try:
             return json.dumps(self._tools[name](ctx, args), ensure_ascii=False), True
         except ToolError as exc:
-            return json.dumps({"error": str(exc)}, ensure_ascii=False), True
+            return json.dumps({"error": names.in_text(str(exc), self.renames)}, ensure_ascii=False), True
 
 
 def _build(name: str, conf: dict[str, Any]) -> Toolset:
