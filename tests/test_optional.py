@@ -57,6 +57,12 @@ def _playwright(tmp: Path) -> Any:
     return _playwright()
 
 
+def _tracing(tmp: Path) -> Any:
+    from hermes_exp.worker.tracing import check
+
+    return check({"tracing": {"otlp_endpoint": "http://127.0.0.1:4318"}})
+
+
 CASES = [
     (_parquet_reader, ("pyarrow", "pyarrow.parquet"), DatasetError, "hermes-exp[parquet]"),
     (_parquet_output, ("pyarrow", "pyarrow.parquet"), ConfigError, "drop parquet from outputs.formats"),
@@ -65,6 +71,8 @@ CASES = [
     (_tiktoken, ("tiktoken",), ConfigError, "pip install tiktoken"),
     (_dask, ("dask", "dask.distributed"), ConfigError, "hermes-exp[dask]"),
     (_playwright, ("playwright", "playwright.async_api"), ConfigError, "hermes-exp[browser]"),
+    (_tracing, ("opentelemetry.sdk.trace.export", "opentelemetry.exporter.otlp.proto.http.trace_exporter"),
+     ConfigError, "hermes-exp[tracing]"),
 ]
 
 
