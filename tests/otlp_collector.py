@@ -41,11 +41,13 @@ def _attributes(pairs: Any) -> dict[str, Any]:
 
 
 class Collector:
-    """`with Collector() as c:` c.endpoint is its base URL; c.spans what it received; c.paths where."""
+    """`with Collector() as c:` c.endpoint is its base URL; c.spans what it received; c.paths where, and
+    c.headers with which headers."""
 
     def __init__(self) -> None:
         self.spans: list[Received] = []
         self.paths: list[str] = []
+        self.headers: list[dict[str, str]] = []
         collector = self
 
         class Handler(QuietHandler):
@@ -53,6 +55,7 @@ class Collector:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
+                collector.headers.append(dict(self.headers))
                 collector.take(self.path, ExportTraceServiceRequest.FromString(body))
                 self._send(200, "application/x-protobuf", ExportTraceServiceResponse().SerializeToString())
 

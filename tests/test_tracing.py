@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from conftest import done_rows, read_jsonl, run_cli
+from conftest import done_rows, read_jsonl, run_cli, write_dataset
 from otlp_collector import Collector, Received
 
 CONTENT_KEYS = {"gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.tool.call.arguments",
@@ -133,8 +133,9 @@ def test_failed_calls_say_their_error_type(tmp_path: Path, memory: InMemorySpanE
     assert invalid and all(s.status.status_code == StatusCode.ERROR for s in invalid)
 
 
-def _collected(collector: Collector, tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, list[Received]]:
-    done = run_cli(tmp_path, f"tracing.otlp_endpoint={collector.endpoint}", *args)
+def _collected(collector: Collector, tmp_path: Path, *args: str,
+               env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, list[Received]]:
+    done = run_cli(tmp_path, f"tracing.otlp_endpoint={collector.endpoint}", *args, env=env)
     return done, list(collector.spans)
 
 
@@ -180,6 +181,23 @@ def test_worker_processes_export_their_own_spans(tmp_path: Path) -> None:
         trajectories = read_jsonl(tmp_path / "outputs" / "procs" / "trajectories.jsonl")
         ops = _check_tree(spans, len(trajectories))
         assert all("gen_ai.input.messages" in s.attributes for s in ops["chat"])
+
+
+def test_the_collectors_key_reaches_it_and_no_tool_command(tmp_path: Path) -> None:
+    """OTEL_EXPORTER_OTLP_HEADERS (the exporter's own variable) is a secret like the model's key: sent to
+    the collector, wiped from the runner's environment block that a local command can read."""
+    secret = "hx-collector-secret-4f9a"
+    probe = "RUN: tr '\\0' '\\n' < /proc/$PPID/environ | grep -c OTEL_EXPORTER_OTLP_HEADERS=; cat /proc/$PPID/environ"
+    data = write_dataset(tmp_path / "p.jsonl", [{"prompt": probe}])
+    with Collector() as collector:
+        done, spans = _collected(collector, tmp_path, "run_name=key", f"dataset.path={data}", "sandbox=local",
+                                 "distribution=terminal_only", "filters=none", "tracing.content=true",
+                                 env={"OTEL_EXPORTER_OTLP_HEADERS": f"x-collector-key={secret}", "HX_MARK": "seen-4f9a"})
+    assert done.returncode == 0, done.stderr
+    assert collector.headers and all(h.get("x-collector-key") == secret for h in collector.headers)
+    text = json.dumps(read_jsonl(tmp_path / "outputs" / "key" / "trajectories.jsonl"))
+    assert "HX_MARK=seen-4f9a" in text and secret not in text  # the command read the runner's block: wiped
+    assert not any(secret in json.dumps(s.attributes) for s in spans)
 
 
 def _free_port() -> int:

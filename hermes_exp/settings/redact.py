@@ -1,6 +1,7 @@
-"""The run's secret values (API keys read from the environment variables the config names): redacted
-from every error text that is stored or printed, and wiped from the process's own environment block,
-which a tool command could otherwise read through /proc/$PPID/environ."""
+"""The run's secret values (API keys read from the environment variables the config names, and an OTLP
+collector's headers when the run exports spans): redacted from every error text that is stored or printed,
+and wiped from the process's own environment block, which a tool command could otherwise read through
+/proc/$PPID/environ."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from typing import Any
 MIN_SECRET_CHARS = 8
 # The config keys that name an environment variable holding a secret.
 KEY_ENV_PATHS = (("provider", "api_key_env"), ("model", "api_key_env"))
+# Where the OTLP exporter reads a collector's headers (its API key) when the run exports spans
+# (tracing.otlp_endpoint): secrets too, when set.
+TRACING_HEADER_ENVS = ("OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS")
 
 
 def secret_names(settings: dict[str, Any]) -> list[str]:
@@ -20,6 +24,8 @@ def secret_names(settings: dict[str, Any]) -> list[str]:
         name = (settings.get(group) or {}).get(key)
         if isinstance(name, str) and name and name not in names:
             names.append(name)
+    if (settings.get("tracing") or {}).get("otlp_endpoint"):
+        names += [name for name in TRACING_HEADER_ENVS if os.environ.get(name)]
     return names
 
 
