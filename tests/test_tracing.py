@@ -41,6 +41,11 @@ def memory() -> InMemorySpanExporter:
     return exporter
 
 
+def _ours(memory: InMemorySpanExporter) -> list[Any]:
+    """The spans hermes-exp made (a library emitting spans through the global provider adds its own)."""
+    return [s for s in memory.get_finished_spans() if s.instrumentation_scope.name == "hermes_exp"]
+
+
 def _run_in_process(tmp_path: Path, *overrides: str) -> int:
     from hermes_exp.cli.listing import compose_settings
     from hermes_exp.run.invocation import run
@@ -64,11 +69,12 @@ def _by_kind(spans: list[Any], name: str = "gen_ai.operation.name") -> dict[str,
     return out
 
 
+@pytest.mark.slow
 def test_a_demo_run_makes_a_span_per_task_model_call_and_tool_call(tmp_path: Path, memory: InMemorySpanExporter) -> None:
     memory.clear()
     assert _run_in_process(tmp_path, "tracing.global_provider=true") == 0
     ledger = _ledger(tmp_path / "run")
-    ops = _by_kind(memory.get_finished_spans())
+    ops = _by_kind(_ours(memory))
     assert set(ops) == {"invoke_agent", "chat", "execute_tool"}
     tasks = {s.attributes["hermes_exp.task.index"]: s for s in ops["invoke_agent"]}
     assert sorted(tasks) == sorted(ledger) and len(ops["invoke_agent"]) == len(ledger)  # one span per task
@@ -76,7 +82,7 @@ def test_a_demo_run_makes_a_span_per_task_model_call_and_tool_call(tmp_path: Pat
         assert task.name == "invoke_agent traced" and task.parent is None and task.kind == SpanKind.INTERNAL
         assert task.attributes["gen_ai.agent.name"] == "traced" and task.attributes["gen_ai.request.model"] == "mock"
         assert task.attributes["hermes_exp.state"] == "finished" and task.status.status_code == StatusCode.UNSET
-        children = [s for s in memory.get_finished_spans() if s.parent is not None and s.parent.span_id == task.context.span_id]
+        children = [s for s in _ours(memory) if s.parent is not None and s.parent.span_id == task.context.span_id]
         assert all(c.context.trace_id == task.context.trace_id for c in children)
         calls = [c for c in children if c.attributes["gen_ai.operation.name"] == "chat"]
         tools = [c for c in children if c.attributes["gen_ai.operation.name"] == "execute_tool"]
@@ -94,14 +100,14 @@ def test_a_demo_run_makes_a_span_per_task_model_call_and_tool_call(tmp_path: Pat
         assert call.attributes["hermes_exp.cost_usd"] == 0.0 and call.attributes["server.address"] == "127.0.0.1"
     for tool in ops["execute_tool"]:
         assert tool.name == f"execute_tool {tool.attributes['gen_ai.tool.name']}" and tool.attributes["gen_ai.tool.call.id"]
-    assert not any(CONTENT_KEYS & set(s.attributes) for s in memory.get_finished_spans())  # no content by default
+    assert not any(CONTENT_KEYS & set(s.attributes) for s in _ours(memory))  # no content by default
 
 
 def test_content_goes_on_spans_only_when_asked(tmp_path: Path, memory: InMemorySpanExporter) -> None:
     memory.clear()
     assert _run_in_process(tmp_path, "tracing.global_provider=true", "tracing.content=true", "max_samples=2") == 0
     trajectories = {r["prompt_index"]: r for r in read_jsonl(tmp_path / "run" / "trajectories.jsonl")}
-    ops = _by_kind(memory.get_finished_spans())
+    ops = _by_kind(_ours(memory))
     first = min(ops["chat"], key=lambda s: s.start_time)
     sent = json.loads(first.attributes["gen_ai.input.messages"])
     index = next(t.attributes["hermes_exp.task.index"] for t in ops["invoke_agent"]
@@ -121,7 +127,7 @@ def test_failed_calls_say_their_error_type(tmp_path: Path, memory: InMemorySpanE
     code = _run_in_process(tmp_path, "tracing.global_provider=true", "max_samples=2", "num_workers=1",
                            "model.mock_server.bad_tool_rate=1.0", "model.mock_server.faults.script=[ok,ok,400]")
     assert code == 3  # the task whose call got the 400 failed
-    spans = memory.get_finished_spans()
+    spans = _ours(memory)
     ops = _by_kind(spans)
     failed = [s for s in ops["chat"] if s.status.status_code == StatusCode.ERROR]
     assert len(failed) == 1 and failed[0].attributes["error.type"] == "ProviderError"
@@ -149,6 +155,7 @@ def _check_tree(spans: list[Received], tasks: int) -> dict[str, list[Received]]:
     return ops
 
 
+@pytest.mark.slow
 def test_the_cli_exports_spans_to_an_otlp_collector(tmp_path: Path) -> None:
     with Collector() as collector:
         done, spans = _collected(collector, tmp_path, "run_name=otlp")
@@ -241,6 +248,7 @@ print(json.dumps({"code": code, "otel": sorted(m for m in sys.modules if m.start
 """
 
 
+@pytest.mark.slow
 def test_a_run_that_does_not_trace_imports_no_opentelemetry(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", NO_IMPORT, f"run_dir={tmp_path / 'run'}", "max_samples=2"],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
