@@ -75,6 +75,10 @@ def check_all(settings: dict[str, Any]) -> Checked:
     filters_mod.warn_if_nothing_verifies(settings)
     if action not in ACTIONS:
         raise ConfigError(f"action={action!r} is not an action", f"choose one of: {', '.join(ACTIONS)}")
+    if action == "run":  # the agent's runs are traced (tracing.*): its options, and the extra when they turn it on
+        from hermes_exp.worker import tracing
+
+        tracing.check(settings)
     return Checked(settings, prepared, action, intent(settings), samples_per_prompt(settings), selection,
                    formats, prepared.pilot if action == "run" else None, distribution)
 
@@ -110,9 +114,6 @@ def check_basics(settings: dict[str, Any]) -> None:
     from hermes_exp.model.checks import check_config  # sampling, routing, reasoning, retry, rate limit, budget
 
     check_config(settings)
-    from hermes_exp.worker import tracing  # tracing.*: the options, and the extra when they turn it on
-
-    tracing.check(settings)
     api_key(settings)
 
 

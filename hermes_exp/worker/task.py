@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import threading
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 
 from hermes_exp.agent.control import agent_kind, run_nop, run_oracle
@@ -30,6 +30,9 @@ from hermes_exp.worker.tracing import Tracer, wanted
 from hermes_exp.worker.result import Reverified, TaskResult
 from hermes_exp.verify.scoring import CannotReverify, Scorer, reverify_sample, run_plan, score_cost, verify_in_sandbox
 from hermes_exp.settings.instantiation import construct
+
+if TYPE_CHECKING:  # OpenTelemetry: only in runs that trace
+    from hermes_exp.agent.spans import TaskTrace
 
 _RUNTIMES: dict[str, "Runtime"] = {}
 _LOCK = threading.Lock()
@@ -155,7 +158,7 @@ def _tracer(settings: dict[str, Any]) -> Tracer | None:
         return None
 
 
-def _attempts(settings: dict[str, Any], task: Task, trace: Any) -> TaskResult:
+def _attempts(settings: dict[str, Any], task: Task, trace: TaskTrace | None) -> TaskResult:
     attempts = max(1, int((settings.get("resume") or {}).get("task_attempts", 2)))
     spent = 0.0
     redact = Redactor.from_env(settings)
@@ -188,7 +191,7 @@ def verify_task(settings: dict[str, Any], item: dict[str, Any]) -> Reverified:
                       score.cost_usd if score else 0.0, skipped)
 
 
-def _attempt(settings: dict[str, Any], task: Task, trace: Any = None) -> TaskResult:
+def _attempt(settings: dict[str, Any], task: Task, trace: TaskTrace | None = None) -> TaskResult:
     result = TaskResult.start(task)
     if CANCEL.is_set():
         result.cancel()
@@ -210,7 +213,7 @@ def _attempt(settings: dict[str, Any], task: Task, trace: Any = None) -> TaskRes
 
 
 def _session(runtime: Runtime, client: Any, task: Task, settings: dict[str, Any], result: TaskResult,
-             trace: Any = None) -> None:
+             trace: TaskTrace | None = None) -> None:
     """Sandbox open -> fixtures -> agent -> (verifier in the sandbox) -> tools' and sandbox's close
     -> (verifier outside), each phase timed in `result.timings`."""
     plan = runtime.scorer.plan(task.row)
@@ -247,7 +250,7 @@ def _close(toolbox: Toolbox | None, sandbox: Sandbox, result: TaskResult) -> Non
 
 
 def _agent(runtime: Runtime, client: Any, toolbox: Toolbox, sandbox: Sandbox, task: Task,
-           tools: list[dict[str, Any]], settings: dict[str, Any], trace: Any = None) -> Outcome:
+           tools: list[dict[str, Any]], settings: dict[str, Any], trace: TaskTrace | None = None) -> Outcome:
     kind = agent_kind(settings)
     if kind == "oracle":
         return run_oracle(sandbox, settings, task.row, runtime.scorer.context.base_dir)

@@ -8,13 +8,18 @@ from __future__ import annotations
 import os
 import socket
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from hermes_exp.errors import ConfigError
 from hermes_exp.optional import require
 from hermes_exp.settings.redact import Redactor
 from hermes_exp.settings.sections import Section
+
+if TYPE_CHECKING:
+    from hermes_exp.agent.spans import TaskTrace
+    from hermes_exp.dataset.tasks import Task
+    from hermes_exp.worker.result import TaskResult
 
 KEYS = ("otlp_endpoint", "global_provider", "content")
 TRACES_PATH = "/v1/traces"  # OTLP/HTTP's path for traces, added to a collector's base URL
@@ -115,8 +120,8 @@ class Tracer:
         options = TracingOptions.from_settings(settings)
         return None if options is None else cls(options, settings)
 
-    def start(self, task: Any) -> Any:
-        """The span of `task` (a dataset.tasks.Task), begun now: an agent.spans.TaskTrace."""
+    def start(self, task: Task) -> TaskTrace:
+        """The span of `task`, begun now."""
         from hermes_exp.agent.spans import TaskTrace
 
         attributes = {**self.run, **_model_of(self.request), "gen_ai.conversation.id": task.key,
@@ -125,8 +130,8 @@ class Tracer:
         span = self._tracer.start_span(f"invoke_agent {self.run['gen_ai.agent.name']}".strip(), attributes=attributes)
         return TaskTrace(self._tracer, span, self.request, self.options.content, self.redact)
 
-    def end(self, task_trace: Any, result: Any) -> None:
-        """Close the task's span with what its result (a worker.result.TaskResult) says."""
+    def end(self, task_trace: TaskTrace, result: TaskResult) -> None:
+        """Close the task's span with what its result says."""
         from opentelemetry.trace import Status, StatusCode
 
         span = task_trace.span
@@ -185,7 +190,7 @@ def _model_of(request: dict[str, Any]) -> dict[str, Any]:
     return {k: request[k] for k in ("gen_ai.provider.name", "gen_ai.request.model") if k in request}
 
 
-def task_attributes(result: Any) -> dict[str, Any]:
+def task_attributes(result: TaskResult) -> dict[str, Any]:
     """A finished task's facts on its span: state, stop reason, calls, tokens, cost, the verdict."""
     usage = result.usage or []
     out: dict[str, Any] = {"hermes_exp.state": str(result.state or ""), "hermes_exp.api_calls": int(result.api_calls or 0),
