@@ -254,3 +254,12 @@ def test_a_run_that_does_not_trace_imports_no_opentelemetry(tmp_path: Path) -> N
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1]) == {"code": 0, "otel": []}
+
+
+def test_a_global_provider_that_is_not_installed_is_said() -> None:
+    code = ("import logging; logging.basicConfig()\n"
+            "from hermes_exp.worker.tracing import Tracer\n"
+            "Tracer.for_settings({'tracing': {'global_provider': True}, 'run_name': 'x', 'invocation': {}})\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "tracing.global_provider=true, but no tracer provider is installed in this process" in done.stderr

@@ -5,6 +5,7 @@ tracing is on; a run that does not trace never imports OpenTelemetry."""
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from hermes_exp.dataset.tasks import Task
     from hermes_exp.worker.result import TaskResult
 
+log = logging.getLogger(__name__)
 KEYS = ("otlp_endpoint", "global_provider", "content")
 TRACES_PATH = "/v1/traces"  # OTLP/HTTP's path for traces, added to a collector's base URL
 FLUSH_MILLIS = 5000  # how long a worker process waits for its task's spans to leave
@@ -108,6 +110,9 @@ class Tracer:
         self.options = options
         self._own = _own_provider(options.endpoint, settings) if options.endpoint else None
         self._provider = self._own or trace.get_tracer_provider()
+        if isinstance(self._provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
+            log.warning("tracing.global_provider=true, but no tracer provider is installed in this process "
+                        "(pid %d): its spans go nowhere; install one, or set tracing.otlp_endpoint", os.getpid())
         self._tracer = self._provider.get_tracer("hermes_exp")
         self.request = request_attributes(settings)
         self.run = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": str(settings.get("run_name") or ""),
