@@ -119,6 +119,13 @@ def m010_derived(db: sqlite_utils.Database) -> None:
                    f"WHEN EXISTS (SELECT 1 FROM meta WHERE {DERIVED}) BEGIN DELETE FROM meta WHERE {DERIVED}; END")
 
 
+@migration
+def m011_suspect_scores(db: sqlite_utils.Database) -> None:
+    """`scores.suspect`: why a verification that did not pass looks like an infrastructure failure
+    (verifier_suspect, hermes_exp/verify/suspect.py); NULL for every score before it and every other one."""
+    db["scores"].add_column("suspect", str)
+
+
 DERIVED = "key >= 'derived:' AND key < 'derived;'"  # the meta keys that start with "derived:"
 
 

@@ -43,6 +43,7 @@ class Verdict:
     reward: float
     details: str = ""
     usage: list[dict[str, Any]] = field(default_factory=list)  # model calls (a judge's), as the loop records them
+    suspect: str | None = None  # why the output looks like an infrastructure failure (verify/suspect.py)
 
 
 @dataclass
@@ -87,6 +88,7 @@ class Score:
     seconds: float = 0.0
     error: str | None = None
     usage: list[dict[str, Any]] = field(default_factory=list)
+    suspect: str | None = None  # verifier_suspect: a reward that did not pass, with an infrastructure failure's signs
 
     @property
     def cost_usd(self) -> float:

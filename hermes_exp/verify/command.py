@@ -30,6 +30,7 @@ from hermes_exp.errors import HermesExpError
 from hermes_exp.sandbox.base import Sandbox
 from hermes_exp.verify.base import Verdict, VerifierFailed, VerifyContext, clip
 from hermes_exp.sandbox.files import put_files
+from hermes_exp.verify.suspect import rules
 
 # One exec per verification (each exec costs a process spawn, or a `docker exec` round trip): clear the
 # reward directory, run `verify` in its own shell, then print its exit status and the reward file after
@@ -49,13 +50,15 @@ class CommandVerifier:
 
     def __init__(self, timeout_seconds: float = 120, tests_dir: str = "tests", reward_dir: str = "logs/verifier",
                  container_reward_dir: str = "/logs/verifier", pass_threshold: float = 1.0,
-                 require_reward_file: bool = False, context: VerifyContext | None = None, **_: Any) -> None:
+                 require_reward_file: bool = False, infra_patterns: list[str] | None = None,
+                 infra_exit_codes: list[int] | None = None, context: VerifyContext | None = None, **_: Any) -> None:
         self.timeout = float(timeout_seconds)
         self.tests_dir = str(tests_dir)
         self.context = context or VerifyContext()
         self.reward_dir = str(container_reward_dir if self.context.in_container else reward_dir)
         self.pass_threshold = float(pass_threshold)
         self.require_reward_file = bool(require_reward_file)  # Harbor: no reward file is a verifier error
+        self.infra = rules(infra_patterns, infra_exit_codes)  # verifier_suspect (verify/suspect.py)
 
     def row_problem(self, row: dict[str, Any]) -> str | None:
         command = row.get("verify")
@@ -89,7 +92,8 @@ class CommandVerifier:
                                  f"reward.json, which this task's verifier must write: {clip(output, 500)}")
         reward = _reward(kind, text, exit_code)
         named = f" of reward.json {' '.join(text.split())[:300]}" if kind == "json" else ""
-        return Verdict(reward, clip(f"exit {exit_code}; reward {reward:g}{named}\n{output}"))
+        return Verdict(reward, clip(f"exit {exit_code}; reward {reward:g}{named}\n{output}"),
+                       suspect=self.infra.reason(output, exit_code))
 
 
 def _parse(output: str, marker: str, reward_dir: str) -> tuple[str, int | None, str, str]:
