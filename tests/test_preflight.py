@@ -6,10 +6,16 @@ environment's content, so a later run checks only what changed."""
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
+import pytest
 from conftest import agent_bodies, run_cli, user_prompt, write_dataset
+from test_harbor import SOLVE_SH, engine, make_task, nonce  # noqa: F401 - the engine and nonce fixtures
+
+from tests.sandbox.conftest import IMAGE
 
 GOOD = {"prompt": "WRITE: answer.txt 42\nTASK-GOOD: put 42 in answer.txt", "solution": "echo 42 > answer.txt",
         "verify": "grep -qx 42 answer.txt"}
@@ -96,3 +102,39 @@ def test_a_misspelt_preflight_is_a_config_error(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "preflight='orcale'" in result.stderr and "none, oracle" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_harbor_tasks_built_by_the_engine_are_checked_first(tmp_path: Path, mock_server, engine: Any,
+                                                            nonce: str) -> None:
+    """Real Harbor task folders, images built from their Dockerfiles: one whose solution passes runs; one
+    whose solution is wrong and one without a solution whose test.sh cannot start are broken, named by
+    their folders, and never reach the model."""
+    root = tmp_path / "tasks"
+    image = f"FROM {IMAGE}\nLABEL hx.test.nonce={nonce}\nWORKDIR /app\n"
+    make_task(root, "passes", "TASK-PASSES\nRUN: echo hello > /app/out.txt\n", image)
+    wrong = make_task(root, "wrong-solution", "TASK-WRONG\nRUN: echo hello > /app/out.txt\n", image)
+    (wrong / "solution" / "solve.sh").write_text("#!/bin/sh\necho bye > /app/out.txt\n")
+    missing = make_task(root, "no-runner", "TASK-NORUNNER\nRUN: true\n", image)
+    shutil.rmtree(missing / "solution")
+    (missing / "tests" / "test.sh").write_text("#!/bin/sh\nhx-missing-pytest /tests/test_outputs.py\n")
+    args = [f"dataset.path={root}", "run_name=pf", "sandbox=docker", f"sandbox.image={IMAGE}", "filters=none",
+            "distribution=terminal_only", "num_workers=2", "preflight=oracle", f"model.base_url={mock_server.base_url}"]
+    first = run_cli(tmp_path, *args, timeout=300)
+    assert first.returncode == 0, first.stderr
+    assert "checking 3\n  1 held up, 2 broken (never sent to the model)\n" in first.stderr
+    assert "broken: wrong-solution: the reference solution does not pass: reward 0" in first.stderr
+    assert "broken: no-runner: no solution; the verifier cannot run on the untouched environment" in first.stderr
+    assert set(_prompts(tmp_path)) == {"TASK-PASSES"}
+    stats = json.loads((tmp_path / "outputs" / "pf" / "statistics.json").read_text())
+    assert (stats["kept"], stats["broken"], stats["failed"], stats["verification"]["passed"]) == (1, 2, 0, 1)
+    assert "hx-missing-pytest: not found" in stats["broken_tasks"][0]["tail"] + stats["broken_tasks"][1]["tail"]
+
+    (wrong / "solution" / "solve.sh").write_text(SOLVE_SH)  # fixed: the folder's digest changes
+    fixed = run_cli(tmp_path, *args, timeout=300)
+    assert fixed.returncode == 0, fixed.stderr
+    assert "preflight=oracle: 1 environment(s) for 1 task(s): checking 1\n  1 held up, 0 broken" in fixed.stderr
+    assert "TASK-WRONG" in _prompts(tmp_path)
+    stats = json.loads((tmp_path / "outputs" / "pf" / "statistics.json").read_text())
+    assert (stats["kept"], stats["broken"], stats["verification"]["passed"]) == (2, 1, 2)
