@@ -85,9 +85,11 @@ class _Loop:
         from hermes_exp.run import environments, rescore
         from hermes_exp.worker import task as worker
         from hermes_exp.model.probe import probe
+        from hermes_exp.worker import tracing
 
         ledger, guard, progress, redact = self.ledger, self.guard, self.progress, self.redact
         probe(settings["invocation"]["base_url"])
+        tracing.probe(settings)  # the OTLP collector, when the run exports its spans
         _preflight(settings, found.images, own_images=bool(getattr(found.source, "own_images", False)))
         checked = environments.screen(self.executor, settings, ledger, found, todo)  # preflight=oracle
         progress.total -= len(todo) - len(checked)  # broken tasks are recorded, never dispatched
