@@ -86,6 +86,7 @@ def test_rescore_restores_changes_outside_the_workdir_and_users(tmp_path: Path, 
     assert tasks["outside"]["reward"] == 1.0 and tasks["users"]["reward"] == 1.0, tasks
     assert tasks["noisy"]["reward"] == 0.0, tasks
     _check_noisy_details(run_dir, tasks["noisy"]["key"])
+    assert not (run_dir / "archives" / f"{tasks['users']['key'].split(':')[-1]}.verifier.txt").exists()  # not cut
 
     again = run_cli(tmp_path, *_args(data, "o", mock_server.base_url, *keep, "action=score", "resume.redo_all=true"),
                     timeout=300)
