@@ -1,5 +1,5 @@
 """Verification without the agent: re-verify samples whose verification failed (every invocation does),
-and `action=score`, which applies the current verifier to every finished sample. `answer`, `checks` and
+and `action=score`, which applies the current verifier to every finished sample (or only the suspect ones). `answer`, `checks` and
 `judge` need only the ledger; `command` restores the task's workdir archive into a fresh sandbox."""
 
 from __future__ import annotations
@@ -55,6 +55,14 @@ def unscored(ledger: Ledger, keys: Iterable[str], book: Any) -> Iterator[str]:
     for row in rows_of(ledger, keys):
         score = book.get(row["key"], (json.loads(row["result"] or "{}")).get("row") or {})
         if score is not None and (score.get("missing") or score.get("error")):
+            yield row["key"]
+
+
+def suspect(ledger: Ledger, keys: Iterable[str], book: Any) -> Iterator[str]:
+    """The keys whose score under the verifier the current config gives their row is verifier_suspect."""
+    for row in rows_of(ledger, keys):
+        score = book.get(row["key"], (json.loads(row["result"] or "{}")).get("row") or {})
+        if score is not None and score.get("suspect"):
             yield row["key"]
 
 

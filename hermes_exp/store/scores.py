@@ -21,7 +21,7 @@ def save_score(ledger: Ledger, key: str, score: dict[str, Any]) -> None:
            "passed": None if score.get("passed") is None else int(bool(score["passed"])),
            "details": score.get("details") or "", "seconds": score.get("seconds"), "error": score.get("error"),
            "api_calls": len(usage), "cost_usd": sum(u.get("cost_usd") or 0.0 for u in usage),
-           "usage": json.dumps(usage), "scored_at": time.time()}
+           "usage": json.dumps(usage), "scored_at": time.time(), "suspect": score.get("suspect")}
     with ledger.lock, ledger.db.conn:
         ledger.db["scores"].upsert(row, pk=("key", "verifier"), alter=False)
 

@@ -24,6 +24,8 @@ the `Verifier` protocol in `base.py`; `conf/verifier/*.yaml` chooses one by `_ta
   for the workers
 - scoring: Running verifiers in a worker: which verifier a row gets (cached per identity), the timed, guarded
   call that turns its verdict or failure into a Score, and the workdir archive taken before a `command`
-  verification (kept with `verifier.keep_workdir=true`, or when the verification failed, so a later invocation
-  can verify again in a fresh sandbox without re-running the agent)
+  verification (kept with `verifier.keep_workdir=true`, or when the verification failed or is suspect, so a
+  later invocation can verify again in a fresh sandbox without re-running the agent)
+- suspect: `verifier_suspect`: a verification that gave a reward, but whose output or exit status shows the
+  environment failed, so its zero may not be the agent's (`verifier.infra_patterns`, `verifier.infra_exit_codes`)
 """

@@ -43,6 +43,7 @@ class Verdict:
     reward: float
     details: str = ""
     usage: list[dict[str, Any]] = field(default_factory=list)  # model calls (a judge's), as the loop records them
+    suspect: str | None = None  # why the output looks like an infrastructure failure (verify/suspect.py)
     output: str = ""  # a command's whole output (as the sandbox kept it), for the run's archives/
 
 
@@ -88,6 +89,7 @@ class Score:
     seconds: float = 0.0
     error: str | None = None
     usage: list[dict[str, Any]] = field(default_factory=list)
+    suspect: str | None = None  # verifier_suspect: a reward that did not pass, with an infrastructure failure's signs
     output: str | None = None  # a command's whole output: kept in the run's archives/, not in the ledger
 
     @property

@@ -31,6 +31,7 @@ from hermes_exp.sandbox.base import Sandbox
 from hermes_exp.verify.base import DETAILS_CHARS, Verdict, VerifierFailed, VerifyContext
 from hermes_exp.verify.explain import explaining
 from hermes_exp.sandbox.files import put_files
+from hermes_exp.verify.suspect import rules
 
 # One exec per verification (each exec costs a process spawn, or a `docker exec` round trip): clear the
 # reward directory, run `verify` in its own shell, then print its exit status and the reward file after
@@ -50,14 +51,16 @@ class CommandVerifier:
 
     def __init__(self, timeout_seconds: float = 120, tests_dir: str = "tests", reward_dir: str = "logs/verifier",
                  container_reward_dir: str = "/logs/verifier", pass_threshold: float = 1.0,
-                 require_reward_file: bool = False, user: str | None = None, context: VerifyContext | None = None,
-                 **_: Any) -> None:
+                 require_reward_file: bool = False, infra_patterns: list[str] | None = None,
+                 infra_exit_codes: list[int] | None = None, user: str | None = None,
+                 context: VerifyContext | None = None, **_: Any) -> None:
         self.timeout = float(timeout_seconds)
         self.tests_dir = str(tests_dir)
         self.context = context or VerifyContext()
         self.reward_dir = str(container_reward_dir if self.context.in_container else reward_dir)
         self.pass_threshold = float(pass_threshold)
         self.require_reward_file = bool(require_reward_file)  # Harbor: no reward file is a verifier error
+        self.infra = rules(infra_patterns, infra_exit_codes)  # verifier_suspect (verify/suspect.py)
         self.user = str(user) if user not in (None, "") else None  # Harbor's [verifier].user; None: the image's
 
     def row_problem(self, row: dict[str, Any]) -> str | None:
@@ -96,8 +99,8 @@ class CommandVerifier:
         named = f" of reward.json {' '.join(text.split())[:300]}" if kind == "json" else ""
         head = f"exit {exit_code}; reward {reward:g}{named}\n"
         kept = explaining(output, max(500, DETAILS_CHARS - len(head)))
-        return Verdict(reward, head + kept, output=output if kept != output else "")  # whole: only when cut
-
+        return Verdict(reward, head + kept, output=output if kept != output else "",  # whole: only when cut
+                       suspect=self.infra.reason(output, exit_code))
 
     def _run(self, sandbox: Sandbox, script: str, tests_folder: bool) -> Any:
         """The script as the verifier's user when one is set (a container only): the reward directory
