@@ -19,15 +19,21 @@ from conftest import run_cli
 from tests.sandbox.conftest import IMAGE, IMAGE2
 from tests.test_harbor import built_by, engine, ledger, nonce  # noqa: F401 (fixtures)
 
-USERS = ("RUN echo 'agent:x:1000:1000::/home/agent:/bin/sh' >> /etc/passwd && echo 'agent:x:1000:' >> /etc/group "
-         "&& echo 'tester:x:1001:1001::/tmp:/bin/sh' >> /etc/passwd && echo 'tester:x:1001:' >> /etc/group "
-         "&& mkdir -p /home/agent /app && chown agent /home/agent /app && echo old > /etc/motd-gone\n")
+# Users and files made by COPY alone: a build that runs nothing needs no network for its build containers.
+ENVIRONMENT = {"passwd": "root:x:0:0:root:/root:/bin/sh\nagent:x:1000:1000::/home/agent:/bin/sh\n"
+                         "tester:x:1001:1001::/tmp:/bin/sh\n",
+               "group": "root:x:0:\nagent:x:1000:\ntester:x:1001:\n", "motd-gone": "old\n",
+               "home/.keep": "", "app/.keep": ""}
+USERS = ("COPY passwd group motd-gone /etc/\nCOPY --chown=1000:1000 home /home/agent\n"
+         "COPY --chown=1000:1000 app /app\n")
 TOML = '[verifier]\ntimeout_sec = 60.0\n{verifier}\n[agent]\ntimeout_sec = 120.0\n{agent}\n[environment]\ncpus = 1\n'
 # Root's solution: a file in /etc, a tool in /usr/local/bin, a file of the image deleted.
 OUTSIDE_SOLVE = ("#!/bin/sh\necho 42 > /etc/answer\nmkdir -p /usr/local/bin\nprintf '#!/bin/sh\\necho tool-ok\\n' > /usr/local/bin/tool\n"
-                 "chmod +x /usr/local/bin/tool\nrm /etc/motd-gone\necho done > /app/out.txt\n")
+                 "chmod +x /usr/local/bin/tool\nrm /etc/motd-gone\necho done > /app/out.txt\n"
+                 "for i in $(seq 40); do echo $i > /etc/hx-$i; done\n")  # many paths: one `tar` in the container
 OUTSIDE_TEST = ('#!/bin/sh\nok=1\n[ "$(cat /etc/answer)" = 42 ] || ok=0\n[ "$(tool)" = tool-ok ] || ok=0\n'
                 '[ -e /etc/motd-gone ] && ok=0\n[ "$(cat /app/out.txt)" = done ] || ok=0\n'
+                '[ "$(cat /etc/hx-1)$(cat /etc/hx-40)" = 140 ] || ok=0\n'
                 'echo $ok > /logs/verifier/reward.txt\n')
 USERS_SOLVE = "#!/bin/sh\nid -un > /app/agent_was\necho mine > /home/agent/note\n"
 USERS_TEST = ('#!/bin/sh\nok=1\n[ "$(id -un)" = tester ] || ok=0\n[ "$(cat /app/agent_was)" = agent ] || ok=0\n'
@@ -39,13 +45,17 @@ NOISY_TEST = ('#!/bin/sh\ni=0\nwhile [ $i -lt 400 ]; do echo "installing build-n
               'echo "=========== 1 failed in 0.12s ==========="\necho 0 > /logs/verifier/reward.txt\n')
 
 
-def _task(root: Path, name: str, dockerfile: str, test: str, solve: str | None, toml: str) -> None:
+def _task(root: Path, name: str, dockerfile: str, test: str, solve: str | None, toml: str,
+          environment: dict[str, str] | None = None) -> None:
     task = root / name
     for sub in ("environment", "tests") + (("solution",) if solve else ()):
         (task / sub).mkdir(parents=True, exist_ok=True)
     (task / "instruction.md").write_text("Do the task.\n")
     (task / "task.toml").write_text(toml)
     (task / "environment" / "Dockerfile").write_text(dockerfile)
+    for rel, text in (environment or {}).items():
+        (task / "environment" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (task / "environment" / rel).write_text(text)
     (task / "tests" / "test.sh").write_text(test)
     if solve:
         (task / "solution" / "solve.sh").write_text(solve)
@@ -63,10 +73,10 @@ def test_rescore_restores_changes_outside_the_workdir_and_users(tmp_path: Path, 
     data = tmp_path / "tasks"
     dockerfile = f"FROM {IMAGE}\nLABEL hx.test.nonce={nonce}\n{USERS}WORKDIR /app\n"
     plain = TOML.format(verifier="", agent="")
-    _task(data, "outside", dockerfile, OUTSIDE_TEST, OUTSIDE_SOLVE, plain)
+    _task(data, "outside", dockerfile, OUTSIDE_TEST, OUTSIDE_SOLVE, plain, ENVIRONMENT)
     _task(data, "users", dockerfile, USERS_TEST, USERS_SOLVE,
-          TOML.format(verifier='user = "tester"', agent='user = "agent"'))
-    _task(data, "noisy", dockerfile, NOISY_TEST, None, plain)
+          TOML.format(verifier='user = "tester"', agent='user = "agent"'), ENVIRONMENT)
+    _task(data, "noisy", dockerfile, NOISY_TEST, None, plain, ENVIRONMENT)
     keep = ("verifier=command", "verifier.keep_workdir=true")
     first = run_cli(tmp_path, *_args(data, "o", mock_server.base_url, *keep), timeout=300)
     assert first.returncode == 0, first.stderr
@@ -76,6 +86,7 @@ def test_rescore_restores_changes_outside_the_workdir_and_users(tmp_path: Path, 
     assert tasks["outside"]["reward"] == 1.0 and tasks["users"]["reward"] == 1.0, tasks
     assert tasks["noisy"]["reward"] == 0.0, tasks
     _check_noisy_details(run_dir, tasks["noisy"]["key"])
+    assert not (run_dir / "archives" / f"{tasks['users']['key'].split(':')[-1]}.verifier.txt").exists()  # not cut
 
     again = run_cli(tmp_path, *_args(data, "o", mock_server.base_url, *keep, "action=score", "resume.redo_all=true"),
                     timeout=300)

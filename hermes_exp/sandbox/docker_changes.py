@@ -17,9 +17,12 @@ from typing import Any
 
 from hermes_exp.errors import SandboxError
 from hermes_exp.sandbox.docker_engine import _engine_errors
+from hermes_exp.sandbox.docker_exec import _exit_code
 from hermes_exp.sandbox.docker_files import stat
 
 MODIFIED, ADDED, DELETED = 0, 1, 2  # the engine's change kinds
+FEW_PATHS = 16  # up to this many changed paths are read through the archive API, one call each
+ARGS_CHARS = 64 * 1024  # names per `tar` command line, well below any kernel's limit
 # Files the engine writes into every container itself (bind mounts, or the keeper's localhost line):
 # a fresh container has its own.
 ENGINE_FILES = frozenset({"/etc/hosts", "/etc/hostname", "/etc/resolv.conf", "/.dockerenv"})
@@ -61,18 +64,67 @@ def _covered(path: str, kinds: dict[str, int], kind: int) -> bool:
 
 
 def changes_tar(api: Any, cid: str, skip: str | None, max_bytes: int) -> tuple[bytes | None, list[str]]:
-    """(a tar of the changed paths, names relative to /, or None beyond `max_bytes`; the deleted paths)."""
+    """(a tar of the changed paths, names relative to /, or None beyond `max_bytes`; the deleted paths).
+    A few paths go through the archive API one by one; many (an `apt-get install`), through one `tar` in
+    the container when the image has one (each archive call costs the engine a re-exec of itself)."""
     try:
         entries = api.diff(cid)
     except _engine_errors() as exc:
         raise SandboxError(f"cannot list the changes of container {cid[:12]}: {exc}") from exc
     copy, deleted = changed_paths(entries, skip)
+    if len(copy) > FEW_PATHS:
+        made = _tar_in_container(api, cid, copy, max_bytes)
+        if made is not False:
+            return made, deleted
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w") as dst:
         for path in copy:
             if not _append(api, cid, path, dst, max_bytes - out.tell()) or out.tell() > max_bytes:
                 return None, deleted
     return out.getvalue(), deleted
+
+
+def _tar_in_container(api: Any, cid: str, paths: list[str], max_bytes: int) -> bytes | None | bool:
+    """The paths as one tar made by the image's `tar` as root (a `tar` per ARGS_CHARS of names, their
+    entries joined); None beyond `max_bytes`; False when the image cannot (no tar, or it failed): the
+    archive API then does it."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as dst:
+        for names in _batches([p.lstrip("/") for p in paths]):
+            made = _one_tar(api, cid, names, max_bytes - out.tell())
+            if made is None or made is False:
+                return made
+            with tarfile.open(fileobj=io.BytesIO(made)) as src:
+                for member in src:
+                    dst.addfile(member, src.extractfile(member) if member.isfile() else None)
+            if out.tell() > max_bytes:
+                return None
+    return out.getvalue()
+
+
+def _batches(names: list[str]) -> list[list[str]]:
+    batches: list[list[str]] = [[]]
+    size = 0
+    for name in names:
+        if batches[-1] and size + len(name) > ARGS_CHARS:
+            batches.append([])
+            size = 0
+        batches[-1].append(name)
+        size += len(name) + 1
+    return batches
+
+
+def _one_tar(api: Any, cid: str, names: list[str], room: int) -> bytes | None | bool:
+    try:
+        exec_id = api.exec_create(cid, ["tar", "-cf", "-", "-C", "/", "--", *names], user="0")["Id"]
+        out = bytearray()
+        for stream, chunk in api.exec_start(exec_id, stream=True, demux=True):
+            out.extend(stream or b"")  # (stdout, stderr) pairs: tar's complaints are not the archive
+            if len(out) > room + (1 << 20):
+                return None
+        return bytes(out) if _exit_code(api, exec_id) == 0 else False
+    except _engine_errors():
+        return False
 
 
 def _append(api: Any, cid: str, path: str, dst: tarfile.TarFile, room: int) -> bool:

@@ -50,13 +50,15 @@ def output_path(run_dir: Path, key: str) -> Path:
 
 
 def save_output(run_dir: Path, key: str, score: dict[str, Any]) -> None:
-    """A verify command's whole output beside the sample's archive (the ledger keeps what explains the
-    score); the latest verification's."""
-    if score.get("output"):
-        path = output_path(run_dir, key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_writer(path) as fh:
-            fh.write(score["output"])
+    """A verify command's whole output beside the sample's archive when the ledger keeps only the part
+    that explains the score; the latest verification's (an earlier one's goes)."""
+    path = output_path(run_dir, key)
+    if not score.get("output"):
+        path.unlink(missing_ok=True)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_writer(path) as fh:
+        fh.write(score["output"])
 
 
 def save_archive(ledger: Ledger, run_dir: Path, key: str, packed: bytes) -> str:

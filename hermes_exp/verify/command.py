@@ -98,9 +98,9 @@ class CommandVerifier:
         reward = _reward(kind, text, exit_code)
         named = f" of reward.json {' '.join(text.split())[:300]}" if kind == "json" else ""
         head = f"exit {exit_code}; reward {reward:g}{named}\n"
-        return Verdict(reward, head + explaining(output, max(500, DETAILS_CHARS - len(head))), output=output,
+        kept = explaining(output, max(500, DETAILS_CHARS - len(head)))
+        return Verdict(reward, head + kept, output=output if kept != output else "",  # whole: only when cut
                        suspect=self.infra.reason(output, exit_code))
-
 
     def _run(self, sandbox: Sandbox, script: str, tests_folder: bool) -> Any:
         """The script as the verifier's user when one is set (a container only): the reward directory
