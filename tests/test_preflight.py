@@ -41,6 +41,7 @@ def _environments(tmp: Path) -> dict[str, str]:
         return dict(db.execute("SELECT task, verdict FROM environments"))
 
 
+@pytest.mark.slow
 def test_broken_tasks_are_never_sent_to_the_model_and_counted_apart(tmp_path: Path, mock_server) -> None:
     data = write_dataset(tmp_path / "d.jsonl", [GOOD, WRONG, NOSTART, NOP_ZERO])
     first = _run(tmp_path, data, mock_server.base_url)
@@ -83,6 +84,7 @@ def test_broken_tasks_are_never_sent_to_the_model_and_counted_apart(tmp_path: Pa
     assert (stats["kept"], stats["broken"]) == (6, 2) and stats["verification"]["passed"] == 4
 
 
+@pytest.mark.slow
 def test_a_pilot_says_how_many_environments_held_up(tmp_path: Path, mock_server) -> None:
     data = write_dataset(tmp_path / "p.jsonl", [GOOD, WRONG, NOP_ZERO])
     checked = _run(tmp_path, data, mock_server.base_url, "pilot=2")
