@@ -112,7 +112,8 @@ def test_harbor_tasks_built_by_the_engine_are_checked_first(tmp_path: Path, mock
                                                             nonce: str) -> None:
     """Real Harbor task folders, images built from their Dockerfiles: one whose solution passes runs; one
     whose solution is wrong and one without a solution whose test.sh cannot start are broken, named by
-    their folders, and never reach the model."""
+    their folders, and never reach the model; one whose image does not build cannot be checked, so it
+    runs and fails as a sandbox error (a build may fail for a passing reason: never kept as broken)."""
     root = tmp_path / "tasks"
     image = f"FROM {IMAGE}\nLABEL hx.test.nonce={nonce}\nWORKDIR /app\n"
     make_task(root, "passes", "TASK-PASSES\nRUN: echo hello > /app/out.txt\n", image)
@@ -121,22 +122,27 @@ def test_harbor_tasks_built_by_the_engine_are_checked_first(tmp_path: Path, mock
     missing = make_task(root, "no-runner", "TASK-NORUNNER\nRUN: true\n", image)
     shutil.rmtree(missing / "solution")
     (missing / "tests" / "test.sh").write_text("#!/bin/sh\nhx-missing-pytest /tests/test_outputs.py\n")
+    make_task(root, "no-build", "TASK-NOBUILD\nRUN: true\n", f"FROM {IMAGE}\nLABEL hx.test.nonce={nonce}\nRUN exit 7\n")
     args = [f"dataset.path={root}", "run_name=pf", "sandbox=docker", f"sandbox.image={IMAGE}", "filters=none",
             "distribution=terminal_only", "num_workers=2", "preflight=oracle", f"model.base_url={mock_server.base_url}"]
     first = run_cli(tmp_path, *args, timeout=300)
-    assert first.returncode == 0, first.stderr
-    assert "checking 3\n  1 held up, 2 broken (never sent to the model)\n" in first.stderr
+    assert first.returncode == 3, first.stderr  # the image that does not build failed its task, as without preflight
+    assert "preflight=oracle: 4 environment(s) for 4 task(s): checking 4\n" in first.stderr
+    assert "  1 held up, 2 broken (never sent to the model), 1 could not be checked (their tasks run)\n" in first.stderr
+    assert "failed: no-build: SandboxError: task no-build: building its image" in first.stderr
     assert "broken: wrong-solution: the reference solution does not pass: reward 0" in first.stderr
     assert "broken: no-runner: no solution; the verifier cannot run on the untouched environment" in first.stderr
     assert set(_prompts(tmp_path)) == {"TASK-PASSES"}
     stats = json.loads((tmp_path / "outputs" / "pf" / "statistics.json").read_text())
-    assert (stats["kept"], stats["broken"], stats["failed"], stats["verification"]["passed"]) == (1, 2, 0, 1)
+    assert (stats["kept"], stats["broken"], stats["failed"], stats["verification"]["passed"]) == (1, 2, 1, 1)
+    assert stats["errors"] == {"sandbox": 1}  # a check that could not run marks nothing broken
     assert "hx-missing-pytest: not found" in stats["broken_tasks"][0]["tail"] + stats["broken_tasks"][1]["tail"]
 
     (wrong / "solution" / "solve.sh").write_text(SOLVE_SH)  # fixed: the folder's digest changes
     fixed = run_cli(tmp_path, *args, timeout=300)
-    assert fixed.returncode == 0, fixed.stderr
-    assert "preflight=oracle: 1 environment(s) for 1 task(s): checking 1\n  1 held up, 0 broken" in fixed.stderr
+    assert fixed.returncode == 3, fixed.stderr
+    assert "preflight=oracle: 2 environment(s) for 2 task(s): checking 2\n" in fixed.stderr  # + the retried no-build
+    assert "  1 held up, 0 broken (never sent to the model), 1 could not be checked" in fixed.stderr
     assert "TASK-WRONG" in _prompts(tmp_path)
     stats = json.loads((tmp_path / "outputs" / "pf" / "statistics.json").read_text())
     assert (stats["kept"], stats["broken"], stats["verification"]["passed"]) == (2, 1, 2)

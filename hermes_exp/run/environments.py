@@ -112,4 +112,5 @@ def say(first: dict[str, Task], known: dict[str, dict[str, Any]]) -> None:
     for env, task in first.items():
         verdict = known.get(env, {})
         if verdict.get("verdict") in (BROKEN, "failed"):
-            print(f"  {verdict['verdict']}: {task_name(task)}: {verdict['why']}", file=sys.stderr)
+            why = (verdict["why"] or "").strip().splitlines() or ["?"]
+            print(f"  {verdict['verdict']}: {task_name(task)}: {why[0]}", file=sys.stderr)
