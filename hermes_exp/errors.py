@@ -109,6 +109,13 @@ class Cancelled(Exception):
     """The run is stopping (Ctrl-C, SIGTERM, budget): end this conversation without a result."""
 
 
+class ClusterError(HermesExpError):
+    """The executor's cluster lost the workers a run needs (every Ray actor died with its node).
+    Finished tasks are kept; the same command again runs the rest."""
+
+    exit_code = 3
+
+
 class RunStopped(HermesExpError):
     """The run stopped dispatching early (authentication keeps failing, or the budget is reached).
     Finished tasks are kept; the message says what happened and how to continue."""

@@ -36,6 +36,9 @@ def check(settings: dict[str, Any]) -> None:
     resume.number("task_attempts", low=1, integer=True, unit="in-run attempts of a task", required="task_attempts" in resume.raw)
     resume.number("grace_seconds", low=0, unit="seconds conversations in flight get to stop",
                   required="grace_seconds" in resume.raw)
+    Section("score", settings.get("score")).choice(
+        "only", ("suspect",), fix="set score.only=suspect (action=score verifies only the verifier_suspect samples "
+        "again), or leave it null (every sample without a score from the current verifier)")
     tools = Section("tools", settings.get("tools"))
     tools.number("terminal_timeout", positive=True, unit="seconds", required="terminal_timeout" in tools.raw)
     tools.number("max_output_chars", integer=True, positive=True, unit="characters of tool output kept",
