@@ -23,6 +23,9 @@ WRONG = {"prompt": "WRITE: answer.txt 42\nTASK-WRONG: put 42 in answer.txt", "so
          "verify": "echo checking answer.txt; grep -qx 42 answer.txt"}
 NOSTART = {"prompt": "RUN: true\nTASK-NOSTART: anything", "verify": "hx-no-such-test-runner --all"}
 NOP_ZERO = {"prompt": "RUN: true\nTASK-NOP: make done.txt", "verify": "test -f done.txt"}
+# The tests cannot fetch their runner: broken for this run, but not kept (the network may come back).
+FETCH = {"prompt": "RUN: true\nTASK-FETCH", "solution": "echo 42 > answer.txt",
+         "verify": "echo 'curl: (6) Could not resolve host: hx-tests.invalid'; exit 1"}
 
 
 def _prompts(tmp: Path) -> list[str]:
@@ -43,45 +46,47 @@ def _environments(tmp: Path) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_broken_tasks_are_never_sent_to_the_model_and_counted_apart(tmp_path: Path, mock_server) -> None:
-    data = write_dataset(tmp_path / "d.jsonl", [GOOD, WRONG, NOSTART, NOP_ZERO])
+    data = write_dataset(tmp_path / "d.jsonl", [GOOD, WRONG, NOSTART, NOP_ZERO, FETCH])
     first = _run(tmp_path, data, mock_server.base_url)
     assert first.returncode == 0, first.stderr  # broken tasks are the dataset's fault, not failed tasks
     err = first.stderr
-    assert "preflight=oracle: 4 environment(s) for 4 task(s): checking 4\n" in err
-    assert "  2 held up, 2 broken (never sent to the model)\n" in err
+    assert "preflight=oracle: 5 environment(s) for 5 task(s): checking 5\n" in err
+    assert "  2 held up, 3 broken (never sent to the model)\n" in err
+    assert "broken: dataset line 5: the reference solution does not pass with signs of an infrastructure failure: " \
+           "'curl: (6) Could not resolve host" in err
     assert "broken: dataset line 2: the reference solution does not pass: reward 0" in err
     assert "broken: dataset line 3: no solution; the verifier cannot start on the untouched environment (exit 127" in err
     assert set(_prompts(tmp_path)) == {"TASK-GOOD: put 42 in answer.txt", "TASK-NOP: make done.txt"}
     stats = json.loads((tmp_path / "outputs" / "pf" / "statistics.json").read_text())
-    assert (stats["kept"], stats["failed"], stats["broken"], stats["pending"]) == (2, 0, 2, 0)
-    assert [b["line"] for b in stats["broken_tasks"]] == [2, 3] and "broken" not in stats["errors"]
+    assert (stats["kept"], stats["failed"], stats["broken"], stats["pending"]) == (2, 0, 3, 0)
+    assert [b["line"] for b in stats["broken_tasks"]] == [2, 3, 5] and "broken" not in stats["errors"]
     assert "checking answer.txt" in stats["broken_tasks"][0]["tail"]  # the verifier's own output
     assert "not found" in stats["broken_tasks"][1]["tail"]
     assert (stats["verification"]["scored"], stats["verification"]["passed"]) == (2, 1)  # GOOD 1, NOP 0
-    assert "2 kept, 0 filtered, 0 failed, 2 broken, 0 pending of 4 prompts" in err
-    assert "broken tasks (preflight=oracle): 2, never sent to the model" in err and "      | checking answer.txt" in err
+    assert "2 kept, 0 filtered, 0 failed, 3 broken, 0 pending of 5 prompts" in err
+    assert "broken tasks (preflight=oracle): 3, never sent to the model" in err and "      | checking answer.txt" in err
     assert _environments(tmp_path) == {"dataset line 1": "ok", "dataset line 2": "broken",
-                                       "dataset line 3": "broken", "dataset line 4": "ok"}
+                                       "dataset line 3": "broken", "dataset line 4": "ok"}  # not the suspect one
 
-    # More samples of the same rows: the environments are known, none is checked again, and the new
-    # samples of the broken rows are recorded broken without a model call.
+    # More samples of the same rows: the environments are known, none is checked again (but the suspect
+    # one), and the new samples of the broken rows are recorded broken without a model call.
     more = _run(tmp_path, data, mock_server.base_url, "samples_per_prompt=2")
     assert more.returncode == 0, more.stderr
-    assert "preflight=oracle: 4 environment(s) for 4 task(s): checking 0, 4 checked by an earlier run (ledger)" \
+    assert "preflight=oracle: 5 environment(s) for 5 task(s): checking 1, 4 checked by an earlier run (ledger)" \
         in more.stderr
     assert set(_prompts(tmp_path)) == {"TASK-GOOD: put 42 in answer.txt", "TASK-NOP: make done.txt"}
     stats = json.loads((tmp_path / "outputs" / "pf" / "statistics.json").read_text())
-    assert (stats["kept"], stats["broken"], stats["failed"]) == (4, 4, 0)
+    assert (stats["kept"], stats["broken"], stats["failed"]) == (4, 6, 0)
 
     # The task fixed (its solution edited): a new environment, checked, and run by the model.
     fixed = {**WRONG, "solution": "echo 42 > answer.txt"}
-    write_dataset(data, [GOOD, fixed, NOSTART, NOP_ZERO])
+    write_dataset(data, [GOOD, fixed, NOSTART, NOP_ZERO, FETCH])
     again = _run(tmp_path, data, mock_server.base_url, "samples_per_prompt=2")
     assert again.returncode == 0, again.stderr
     assert "preflight=oracle: 1 environment(s) for 2 task(s): checking 1\n  1 held up, 0 broken" in again.stderr
     assert "TASK-WRONG: put 42 in answer.txt" in _prompts(tmp_path)
     stats = json.loads((tmp_path / "outputs" / "pf" / "statistics.json").read_text())
-    assert (stats["kept"], stats["broken"]) == (6, 2) and stats["verification"]["passed"] == 4
+    assert (stats["kept"], stats["broken"]) == (6, 4) and stats["verification"]["passed"] == 4
 
 
 @pytest.mark.slow
