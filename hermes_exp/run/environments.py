@@ -26,6 +26,7 @@ from hermes_exp.worker.result import TaskResult
 ENV_SCHEME = "env1"
 NOT_ENVIRONMENT = ("prompt", "id")  # what the agent is asked, and the row's name: not its environment
 FOLDER_FIELDS = ("files", "tests", "solution_files")  # given as a folder path, their content counts
+LISTED = 20  # environments named one per line; the rest are counted
 NOT_SENT = (BROKEN, "suspect")  # verdicts whose tasks are recorded broken (a suspect one is not kept)
 
 
@@ -110,9 +111,11 @@ def say(first: dict[str, Task], known: dict[str, dict[str, Any]]) -> None:
           + (f", {counts['unchecked']} not checked (verifier outside the sandbox)" if counts["unchecked"] else "")
           + (f", {counts['failed']} could not be checked (their tasks run)" if counts["failed"] else ""),
           file=sys.stderr)
-    for env, task in first.items():
-        verdict = known.get(env, {})
-        if verdict.get("verdict") in (*NOT_SENT, "failed"):
-            why = (verdict["why"] or "").strip().splitlines() or ["?"]
-            label = "failed" if verdict["verdict"] == "failed" else BROKEN
-            print(f"  {label}: {task_name(task)}: {why[0]}", file=sys.stderr)
+    listed = [(env, task) for env, task in first.items() if known.get(env, {}).get("verdict") in (*NOT_SENT, "failed")]
+    for env, task in listed[:LISTED]:
+        verdict = known[env]
+        why = (verdict["why"] or "").strip().splitlines() or ["?"]
+        label = "failed" if verdict["verdict"] == "failed" else BROKEN
+        print(f"  {label}: {task_name(task)}: {why[0]}", file=sys.stderr)
+    if len(listed) > LISTED:
+        print(f"  ... and {len(listed) - LISTED} more (statistics.json: broken_tasks)", file=sys.stderr)
