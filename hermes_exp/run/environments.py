@@ -108,7 +108,8 @@ def say(first: dict[str, Task], known: dict[str, dict[str, Any]]) -> None:
     counts = {v: sum(known.get(env, {}).get("verdict") == v for env in first)
               for v in ("ok", *NOT_SENT, "unchecked", "failed")}
     print(f"  {counts['ok']} held up, {counts[BROKEN] + counts['suspect']} broken (never sent to the model)"
-          + (f", {counts['unchecked']} not checked (verifier outside the sandbox)" if counts["unchecked"] else "")
+          + (f", {counts['unchecked']} not checked (no verifier, or one that runs outside the sandbox)"
+             if counts["unchecked"] else "")
           + (f", {counts['failed']} could not be checked (their tasks run)" if counts["failed"] else ""),
           file=sys.stderr)
     listed = [(env, task) for env, task in first.items() if known.get(env, {}).get("verdict") in (*NOT_SENT, "failed")]
