@@ -151,3 +151,30 @@ def test_harbor_tasks_built_by_the_engine_are_checked_first(tmp_path: Path, mock
     assert "TASK-WRONG" in _prompts(tmp_path)
     stats = json.loads((tmp_path / "outputs" / "pf" / "statistics.json").read_text())
     assert (stats["kept"], stats["broken"], stats["verification"]["passed"]) == (2, 1, 2)
+
+
+def test_the_verdict_rules_on_scores() -> None:
+    """judge(): a solution must pass; without one the verifier must run (a zero is expected there); a
+    failure with an infrastructure failure's signs is `suspect` (broken now, not kept)."""
+    from hermes_exp.store.environments import KEPT
+    from hermes_exp.verify.base import Score
+    from hermes_exp.worker.environment import judge
+
+    def score(**kw):
+        return Score(verifier="v", kind="command", **kw)
+
+    timeout = score(error="the verify command timed out after 3s (verifier.timeout_seconds): ...")
+    cases = [
+        (score(reward=1.0, passed=True, details="exit 0; reward 1\n"), True, "ok", "the solution passes"),
+        (score(reward=0.0, passed=False, details="exit 1; reward 0\n"), True, "broken", "does not pass: reward 0"),
+        (timeout, True, "broken", "does not pass: the verify command timed out after 3s"),
+        (timeout, False, "broken", "cannot run on the untouched environment: the verify command timed out"),
+        (score(reward=0.0, passed=False, details="exit 126; reward 0\n"), False, "broken", "exit 126: not executable"),
+        (score(reward=0.0, passed=False, details="exit 1; reward 0\n"), False, "ok", "(reward 0)"),
+        (score(reward=0.0, passed=False, details="exit 6; reward 0\n", suspect="'Could not resolve host'"), True,
+         "suspect", "signs of an infrastructure failure: 'Could not resolve host'"),
+    ]
+    for given, solved, verdict, why in cases:
+        check = judge("env1:x", given, solved)
+        assert (check.verdict, why in check.why) == (verdict, True), (check, why)
+    assert "suspect" not in KEPT and "broken" in KEPT
