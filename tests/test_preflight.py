@@ -23,6 +23,9 @@ WRONG = {"prompt": "WRITE: answer.txt 42\nTASK-WRONG: put 42 in answer.txt", "so
          "verify": "echo checking answer.txt; grep -qx 42 answer.txt"}
 NOSTART = {"prompt": "RUN: true\nTASK-NOSTART: anything", "verify": "hx-no-such-test-runner --all"}
 NOP_ZERO = {"prompt": "RUN: true\nTASK-NOP: make done.txt", "verify": "test -f done.txt"}
+# The tests cannot fetch their runner: broken for this run, but not kept (the network may come back).
+FETCH = {"prompt": "RUN: true\nTASK-FETCH", "solution": "echo 42 > answer.txt",
+         "verify": "echo 'curl: (6) Could not resolve host: hx-tests.invalid'; exit 1"}
 
 
 def _prompts(tmp: Path) -> list[str]:
@@ -41,48 +44,52 @@ def _environments(tmp: Path) -> dict[str, str]:
         return dict(db.execute("SELECT task, verdict FROM environments"))
 
 
+@pytest.mark.slow
 def test_broken_tasks_are_never_sent_to_the_model_and_counted_apart(tmp_path: Path, mock_server) -> None:
-    data = write_dataset(tmp_path / "d.jsonl", [GOOD, WRONG, NOSTART, NOP_ZERO])
+    data = write_dataset(tmp_path / "d.jsonl", [GOOD, WRONG, NOSTART, NOP_ZERO, FETCH])
     first = _run(tmp_path, data, mock_server.base_url)
     assert first.returncode == 0, first.stderr  # broken tasks are the dataset's fault, not failed tasks
     err = first.stderr
-    assert "preflight=oracle: 4 environment(s) for 4 task(s): checking 4\n" in err
-    assert "  2 held up, 2 broken (never sent to the model)\n" in err
+    assert "preflight=oracle: 5 environment(s) for 5 task(s): checking 5\n" in err
+    assert "  2 held up, 3 broken (never sent to the model)\n" in err
+    assert "broken: dataset line 5: the reference solution does not pass with signs of an infrastructure failure: " \
+           "'curl: (6) Could not resolve host" in err
     assert "broken: dataset line 2: the reference solution does not pass: reward 0" in err
     assert "broken: dataset line 3: no solution; the verifier cannot start on the untouched environment (exit 127" in err
     assert set(_prompts(tmp_path)) == {"TASK-GOOD: put 42 in answer.txt", "TASK-NOP: make done.txt"}
     stats = json.loads((tmp_path / "outputs" / "pf" / "statistics.json").read_text())
-    assert (stats["kept"], stats["failed"], stats["broken"], stats["pending"]) == (2, 0, 2, 0)
-    assert [b["line"] for b in stats["broken_tasks"]] == [2, 3] and "broken" not in stats["errors"]
+    assert (stats["kept"], stats["failed"], stats["broken"], stats["pending"]) == (2, 0, 3, 0)
+    assert [b["line"] for b in stats["broken_tasks"]] == [2, 3, 5] and "broken" not in stats["errors"]
     assert "checking answer.txt" in stats["broken_tasks"][0]["tail"]  # the verifier's own output
     assert "not found" in stats["broken_tasks"][1]["tail"]
     assert (stats["verification"]["scored"], stats["verification"]["passed"]) == (2, 1)  # GOOD 1, NOP 0
-    assert "2 kept, 0 filtered, 0 failed, 2 broken, 0 pending of 4 prompts" in err
-    assert "broken tasks (preflight=oracle): 2, never sent to the model" in err and "      | checking answer.txt" in err
+    assert "2 kept, 0 filtered, 0 failed, 3 broken, 0 pending of 5 prompts" in err
+    assert "broken tasks (preflight=oracle): 3, never sent to the model" in err and "      | checking answer.txt" in err
     assert _environments(tmp_path) == {"dataset line 1": "ok", "dataset line 2": "broken",
-                                       "dataset line 3": "broken", "dataset line 4": "ok"}
+                                       "dataset line 3": "broken", "dataset line 4": "ok"}  # not the suspect one
 
-    # More samples of the same rows: the environments are known, none is checked again, and the new
-    # samples of the broken rows are recorded broken without a model call.
+    # More samples of the same rows: the environments are known, none is checked again (but the suspect
+    # one), and the new samples of the broken rows are recorded broken without a model call.
     more = _run(tmp_path, data, mock_server.base_url, "samples_per_prompt=2")
     assert more.returncode == 0, more.stderr
-    assert "preflight=oracle: 4 environment(s) for 4 task(s): checking 0, 4 checked by an earlier run (ledger)" \
+    assert "preflight=oracle: 5 environment(s) for 5 task(s): checking 1, 4 checked by an earlier run (ledger)" \
         in more.stderr
     assert set(_prompts(tmp_path)) == {"TASK-GOOD: put 42 in answer.txt", "TASK-NOP: make done.txt"}
     stats = json.loads((tmp_path / "outputs" / "pf" / "statistics.json").read_text())
-    assert (stats["kept"], stats["broken"], stats["failed"]) == (4, 4, 0)
+    assert (stats["kept"], stats["broken"], stats["failed"]) == (4, 6, 0)
 
     # The task fixed (its solution edited): a new environment, checked, and run by the model.
     fixed = {**WRONG, "solution": "echo 42 > answer.txt"}
-    write_dataset(data, [GOOD, fixed, NOSTART, NOP_ZERO])
+    write_dataset(data, [GOOD, fixed, NOSTART, NOP_ZERO, FETCH])
     again = _run(tmp_path, data, mock_server.base_url, "samples_per_prompt=2")
     assert again.returncode == 0, again.stderr
     assert "preflight=oracle: 1 environment(s) for 2 task(s): checking 1\n  1 held up, 0 broken" in again.stderr
     assert "TASK-WRONG: put 42 in answer.txt" in _prompts(tmp_path)
     stats = json.loads((tmp_path / "outputs" / "pf" / "statistics.json").read_text())
-    assert (stats["kept"], stats["broken"]) == (6, 2) and stats["verification"]["passed"] == 4
+    assert (stats["kept"], stats["broken"]) == (6, 4) and stats["verification"]["passed"] == 4
 
 
+@pytest.mark.slow
 def test_a_pilot_says_how_many_environments_held_up(tmp_path: Path, mock_server) -> None:
     data = write_dataset(tmp_path / "p.jsonl", [GOOD, WRONG, NOP_ZERO])
     checked = _run(tmp_path, data, mock_server.base_url, "pilot=2")
@@ -110,7 +117,8 @@ def test_harbor_tasks_built_by_the_engine_are_checked_first(tmp_path: Path, mock
                                                             nonce: str) -> None:
     """Real Harbor task folders, images built from their Dockerfiles: one whose solution passes runs; one
     whose solution is wrong and one without a solution whose test.sh cannot start are broken, named by
-    their folders, and never reach the model."""
+    their folders, and never reach the model; one whose image does not build cannot be checked, so it
+    runs and fails as a sandbox error (a build may fail for a passing reason: never kept as broken)."""
     root = tmp_path / "tasks"
     image = f"FROM {IMAGE}\nLABEL hx.test.nonce={nonce}\nWORKDIR /app\n"
     make_task(root, "passes", "TASK-PASSES\nRUN: echo hello > /app/out.txt\n", image)
@@ -119,22 +127,54 @@ def test_harbor_tasks_built_by_the_engine_are_checked_first(tmp_path: Path, mock
     missing = make_task(root, "no-runner", "TASK-NORUNNER\nRUN: true\n", image)
     shutil.rmtree(missing / "solution")
     (missing / "tests" / "test.sh").write_text("#!/bin/sh\nhx-missing-pytest /tests/test_outputs.py\n")
+    make_task(root, "no-build", "TASK-NOBUILD\nRUN: true\n", f"FROM {IMAGE}\nLABEL hx.test.nonce={nonce}\nRUN exit 7\n")
     args = [f"dataset.path={root}", "run_name=pf", "sandbox=docker", f"sandbox.image={IMAGE}", "filters=none",
             "distribution=terminal_only", "num_workers=2", "preflight=oracle", f"model.base_url={mock_server.base_url}"]
     first = run_cli(tmp_path, *args, timeout=300)
-    assert first.returncode == 0, first.stderr
-    assert "checking 3\n  1 held up, 2 broken (never sent to the model)\n" in first.stderr
+    assert first.returncode == 3, first.stderr  # the image that does not build failed its task, as without preflight
+    assert "preflight=oracle: 4 environment(s) for 4 task(s): checking 4\n" in first.stderr
+    assert "  1 held up, 2 broken (never sent to the model), 1 could not be checked (their tasks run)\n" in first.stderr
+    assert "failed: no-build: SandboxError: task no-build: building its image" in first.stderr
     assert "broken: wrong-solution: the reference solution does not pass: reward 0" in first.stderr
     assert "broken: no-runner: no solution; the verifier cannot run on the untouched environment" in first.stderr
     assert set(_prompts(tmp_path)) == {"TASK-PASSES"}
     stats = json.loads((tmp_path / "outputs" / "pf" / "statistics.json").read_text())
-    assert (stats["kept"], stats["broken"], stats["failed"], stats["verification"]["passed"]) == (1, 2, 0, 1)
+    assert (stats["kept"], stats["broken"], stats["failed"], stats["verification"]["passed"]) == (1, 2, 1, 1)
+    assert stats["errors"] == {"sandbox": 1}  # a check that could not run marks nothing broken
     assert "hx-missing-pytest: not found" in stats["broken_tasks"][0]["tail"] + stats["broken_tasks"][1]["tail"]
 
     (wrong / "solution" / "solve.sh").write_text(SOLVE_SH)  # fixed: the folder's digest changes
     fixed = run_cli(tmp_path, *args, timeout=300)
-    assert fixed.returncode == 0, fixed.stderr
-    assert "preflight=oracle: 1 environment(s) for 1 task(s): checking 1\n  1 held up, 0 broken" in fixed.stderr
+    assert fixed.returncode == 3, fixed.stderr
+    assert "preflight=oracle: 2 environment(s) for 2 task(s): checking 2\n" in fixed.stderr  # + the retried no-build
+    assert "  1 held up, 0 broken (never sent to the model), 1 could not be checked" in fixed.stderr
     assert "TASK-WRONG" in _prompts(tmp_path)
     stats = json.loads((tmp_path / "outputs" / "pf" / "statistics.json").read_text())
     assert (stats["kept"], stats["broken"], stats["verification"]["passed"]) == (2, 1, 2)
+
+
+def test_the_verdict_rules_on_scores() -> None:
+    """judge(): a solution must pass; without one the verifier must run (a zero is expected there); a
+    failure with an infrastructure failure's signs is `suspect` (broken now, not kept)."""
+    from hermes_exp.store.environments import KEPT
+    from hermes_exp.verify.base import Score
+    from hermes_exp.worker.environment import judge
+
+    def score(**kw):
+        return Score(verifier="v", kind="command", **kw)
+
+    timeout = score(error="the verify command timed out after 3s (verifier.timeout_seconds): ...")
+    cases = [
+        (score(reward=1.0, passed=True, details="exit 0; reward 1\n"), True, "ok", "the solution passes"),
+        (score(reward=0.0, passed=False, details="exit 1; reward 0\n"), True, "broken", "does not pass: reward 0"),
+        (timeout, True, "broken", "does not pass: the verify command timed out after 3s"),
+        (timeout, False, "broken", "cannot run on the untouched environment: the verify command timed out"),
+        (score(reward=0.0, passed=False, details="exit 126; reward 0\n"), False, "broken", "exit 126: not executable"),
+        (score(reward=0.0, passed=False, details="exit 1; reward 0\n"), False, "ok", "(reward 0)"),
+        (score(reward=0.0, passed=False, details="exit 6; reward 0\n", suspect="'Could not resolve host'"), True,
+         "suspect", "signs of an infrastructure failure: 'Could not resolve host'"),
+    ]
+    for given, solved, verdict, why in cases:
+        check = judge("env1:x", given, solved)
+        assert (check.verdict, why in check.why) == (verdict, True), (check, why)
+    assert "suspect" not in KEPT and "broken" in KEPT

@@ -26,6 +26,8 @@ from hermes_exp.worker.result import TaskResult
 ENV_SCHEME = "env1"
 NOT_ENVIRONMENT = ("prompt", "id")  # what the agent is asked, and the row's name: not its environment
 FOLDER_FIELDS = ("files", "tests", "solution_files")  # given as a folder path, their content counts
+LISTED = 20  # environments named one per line; the rest are counted
+NOT_SENT = (BROKEN, "suspect")  # verdicts whose tasks are recorded broken (a suspect one is not kept)
 
 
 class EnvKeys:
@@ -78,7 +80,7 @@ def screen(executor: Any, settings: dict[str, Any], ledger: Ledger, found: Scan,
         kept.keep(ledger, check.env, check.verdict, check.why, check.tail, name, check.seconds)
         known[check.env] = {"verdict": check.verdict, "why": check.why, "tail": check.tail, "task": name}
     say(first, known)
-    broken = [slot for slot in todo if known.get(env_of[slot.key], {}).get("verdict") == BROKEN]
+    broken = [slot for slot in todo if known.get(env_of[slot.key], {}).get("verdict") in NOT_SENT]
     record_broken(ledger, settings, found, broken, {k: known[env_of[k]] for k in (s.key for s in broken)})
     gone = {slot.key for slot in broken}
     return [slot for slot in todo if slot.key not in gone]
@@ -104,12 +106,17 @@ def record_broken(ledger: Ledger, settings: dict[str, Any], found: Scan, broken:
 def say(first: dict[str, Task], known: dict[str, dict[str, Any]]) -> None:
     """One line of verdicts, then one per broken environment."""
     counts = {v: sum(known.get(env, {}).get("verdict") == v for env in first)
-              for v in ("ok", BROKEN, "unchecked", "failed")}
-    print(f"  {counts['ok']} held up, {counts[BROKEN]} broken (never sent to the model)"
-          + (f", {counts['unchecked']} not checked (verifier outside the sandbox)" if counts["unchecked"] else "")
+              for v in ("ok", *NOT_SENT, "unchecked", "failed")}
+    print(f"  {counts['ok']} held up, {counts[BROKEN] + counts['suspect']} broken (never sent to the model)"
+          + (f", {counts['unchecked']} not checked (no verifier, or one that runs outside the sandbox)"
+             if counts["unchecked"] else "")
           + (f", {counts['failed']} could not be checked (their tasks run)" if counts["failed"] else ""),
           file=sys.stderr)
-    for env, task in first.items():
-        verdict = known.get(env, {})
-        if verdict.get("verdict") in (BROKEN, "failed"):
-            print(f"  {verdict['verdict']}: {task_name(task)}: {verdict['why']}", file=sys.stderr)
+    listed = [(env, task) for env, task in first.items() if known.get(env, {}).get("verdict") in (*NOT_SENT, "failed")]
+    for env, task in listed[:LISTED]:
+        verdict = known[env]
+        why = (verdict["why"] or "").strip().splitlines() or ["?"]
+        label = "failed" if verdict["verdict"] == "failed" else BROKEN
+        print(f"  {label}: {task_name(task)}: {why[0]}", file=sys.stderr)
+    if len(listed) > LISTED:
+        print(f"  ... and {len(listed) - LISTED} more (statistics.json: broken_tasks)", file=sys.stderr)

@@ -18,7 +18,7 @@ from hermes_exp.verify.scoring import Plan, run_plan
 from hermes_exp.worker.fixtures import prepare
 from hermes_exp.worker.task import runtime_for
 
-OK, BROKEN, UNCHECKED, FAILED = "ok", "broken", "unchecked", "failed"
+OK, BROKEN, SUSPECT, UNCHECKED, FAILED = "ok", "broken", "suspect", "unchecked", "failed"
 TAIL = 1500  # characters of the verifier's output kept with a verdict: its end explains the score
 CANNOT_START = (126, 127)  # the shell's "not executable" and "command not found"
 _EXIT = re.compile(r"^exit (-?\d+);")
@@ -26,8 +26,9 @@ _EXIT = re.compile(r"^exit (-?\d+);")
 
 @dataclass
 class EnvCheck:
-    """One environment's verdict: ok, broken (never sent to the model), unchecked (its verifier does not
-    run in a sandbox) or failed (the check itself could not run: the engine, an image build; not kept)."""
+    """One environment's verdict: ok, broken (never sent to the model), suspect (broken for this run, not
+    kept), unchecked (its verifier does not run in a sandbox) or failed (the check itself could not run:
+    the engine, an image build; not kept, its tasks run)."""
 
     env: str
     verdict: str
@@ -74,9 +75,15 @@ def _has_solution(row: dict[str, Any]) -> bool:
 
 
 def judge(env: str, score: Score, solved: bool) -> EnvCheck:
-    """The verdict from the verifier's score: a solution must pass; without one, the verifier must run."""
+    """The verdict from the verifier's score: a solution must pass; without one, the verifier must run.
+    A failure with an infrastructure failure's signs (verifier_suspect: a download that failed) is broken
+    for this run but not kept: it may pass once the network is back, so the next check runs it again."""
     output = score.error or score.details or ""
     tail = output[-TAIL:]
+    status = exit_status(score.details or "")
+    if score.error is None and not score.passed and score.suspect and not (not solved and status in CANNOT_START):
+        return EnvCheck(env, SUSPECT, f"the {'reference solution does not pass' if solved else 'verifier fails'} "
+                                      f"with signs of an infrastructure failure: {score.suspect}", tail)
     if solved:
         if score.error is None and score.passed:
             return EnvCheck(env, OK, f"the solution passes (reward {score.reward:g})", tail)
@@ -85,7 +92,6 @@ def judge(env: str, score: Score, solved: bool) -> EnvCheck:
     if score.error is not None:
         return EnvCheck(env, BROKEN, f"no solution; the verifier cannot run on the untouched environment: "
                                      f"{_first_line(score.error)}", tail)
-    status = exit_status(score.details or "")
     if status in CANNOT_START:
         return EnvCheck(env, BROKEN, f"no solution; the verifier cannot start on the untouched environment "
                                      f"(exit {status}: {'command not found' if status == 127 else 'not executable'})",
