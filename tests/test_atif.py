@@ -164,3 +164,21 @@ def test_added_to_a_finished_run_no_model_call_and_no_token_data_unless_asked(tm
     dropped = run_cli(tmp_path, *args, "action=export")
     assert dropped.returncode == 0, dropped.stderr
     assert not (out / ATIF_FILE).exists()
+
+
+def test_turns_no_model_wrote_are_agent_steps_without_a_model_call(tmp_path: Path) -> None:
+    """agent=oracle runs the row's solution as one terminal call: agent steps with llm_call_count 0 and no
+    metrics (ATIF's rule for a deterministic dispatch), the call and its result tied, the reward present."""
+    data = write_dataset(tmp_path / "p.jsonl", [{"prompt": "Write 42 to answer.txt", "solution": "echo 42 > answer.txt",
+                                                 "verifier": "command", "verify": "grep -qx 42 answer.txt"}])
+    done = run_cli(tmp_path, f"dataset.path={data}", "run_name=oracle", "agent=oracle", "sandbox=local",
+                   "outputs.formats=[atif]")
+    assert done.returncode == 0, done.stderr
+    [doc] = trajectories(tmp_path / "outputs" / "oracle")
+    agent = [s for s in doc["steps"] if s["source"] == "agent"]
+    assert len(agent) == 2 and all(s["llm_call_count"] == 0 and "metrics" not in s for s in agent)
+    [call] = agent[0]["tool_calls"]
+    assert call["arguments"] == {"command": "echo 42 > answer.txt"}
+    assert agent[0]["observation"]["results"][0]["source_call_id"] == call["tool_call_id"]
+    assert (doc["extra"]["reward"], doc["extra"]["passed"]) == (1.0, True)
+    assert doc["final_metrics"]["total_completion_tokens"] == 0 and "total_cost_usd" not in doc["final_metrics"]
