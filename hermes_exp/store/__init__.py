@@ -5,6 +5,7 @@
 - atomic: Atomic file output: write to a temp file beside the target, fsync, rename over it
 - batches: batch_N.jsonl: the kept trajectories grouped by the batch each finished in, copied from the bytes
   just written to trajectories.jsonl (each trajectory is built once per export, not once per file)
+- environments: preflight=oracle's verdicts in the ledger, keyed by an environment's content key
 - export: Export the ledger to trajectories.jsonl, batch_N.jsonl and statistics.json, atomically
 - export_reuse: The export's index (`.export-index` in the run dir): per task, a digest of the ledger columns
   its lines were made from, where its ShareGPT, OpenAI and ATIF lines sit in the files that export wrote, the score

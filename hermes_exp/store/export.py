@@ -241,8 +241,9 @@ class _Kept:
 
 def _in_splits(row: dict[str, Any], score: dict[str, Any] | None) -> bool:
     """passed.jsonl / failed.jsonl: scored samples that pass the quality filters (kept, or dropped only
-    for failing verification), split by the verifier's verdict, whatever the selection."""
-    return (score is not None and score.get("passed") is not None
+    for failing verification), split by the verifier's verdict, whatever the selection; a verifier_suspect
+    one is in neither (its zero may be the environment's)."""
+    return (score is not None and score.get("passed") is not None and not score.get("suspect")
             and (row["state"] == "done" or row["reason"] == "not_passed"))
 
 
