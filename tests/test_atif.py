@@ -164,3 +164,50 @@ def test_added_to_a_finished_run_no_model_call_and_no_token_data_unless_asked(tm
     dropped = run_cli(tmp_path, *args, "action=export")
     assert dropped.returncode == 0, dropped.stderr
     assert not (out / ATIF_FILE).exists()
+
+
+def test_turns_no_model_wrote_are_agent_steps_without_a_model_call(tmp_path: Path) -> None:
+    """agent=oracle runs the row's solution as one terminal call: agent steps with llm_call_count 0 and no
+    metrics (ATIF's rule for a deterministic dispatch), the call and its result tied, the reward present."""
+    data = write_dataset(tmp_path / "p.jsonl", [{"prompt": "Write 42 to answer.txt", "solution": "echo 42 > answer.txt",
+                                                 "verifier": "command", "verify": "grep -qx 42 answer.txt"}])
+    done = run_cli(tmp_path, f"dataset.path={data}", "run_name=oracle", "agent=oracle", "sandbox=local",
+                   "outputs.formats=[atif]")
+    assert done.returncode == 0, done.stderr
+    [doc] = trajectories(tmp_path / "outputs" / "oracle")
+    agent = [s for s in doc["steps"] if s["source"] == "agent"]
+    assert len(agent) == 2 and all(s["llm_call_count"] == 0 and "metrics" not in s for s in agent)
+    [call] = agent[0]["tool_calls"]
+    assert call["arguments"] == {"command": "echo 42 > answer.txt"}
+    assert agent[0]["observation"]["results"][0]["source_call_id"] == call["tool_call_id"]
+    assert (doc["extra"]["reward"], doc["extra"]["passed"]) == (1.0, True)
+    assert doc["final_metrics"]["total_completion_tokens"] == 0 and "total_cost_usd" not in doc["final_metrics"]
+
+
+def test_what_a_model_got_wrong_stays_as_emitted_and_the_trajectory_stays_valid() -> None:
+    """atif_record on a raw result as the ledger keeps it: arguments that are not a JSON object become {} with
+    their text kept, a tool reply to an id no call has is kept untied, content parts become their text."""
+    from hermes_exp.store.atif import atif_record
+
+    call = {"id": "c1", "type": "function", "function": {"name": "terminal", "arguments": '{"command": "ls"'}}
+    messages = [{"role": "user", "content": [{"type": "text", "text": "List "}, {"type": "text", "text": "files"}]},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "elsewhere", "name": "terminal", "content": "error: bad JSON"},
+                {"role": "assistant", "content": "Sorry.", "reasoning": "The call failed."}]
+    usage = [{"prompt_tokens": 10, "completion_tokens": 5, "cost_usd": 0.25, "cost_source": "pricing"},
+             {"prompt_tokens": 20, "completion_tokens": 3, "cost_usd": 0.5, "cost_source": "pricing"}]
+    result = {"messages": messages, "usage": usage, "api_calls": 2, "completed": True,
+              "tool_calls": [{"name": "terminal", "failed": True, "offered": True, "seconds": 0.1}]}
+    row = {"key": "k1", "prompt_index": 3, "batch_num": 0, "finished_at": 0.0, "tools": "[]"}
+    doc = atif_record(row, result, "m", {"reward": 0.0, "passed": False})
+    atif.Trajectory.model_validate(doc)
+    user, first, last = doc["steps"]
+    assert user == {"step_id": 1, "source": "user", "message": "List files"}
+    [made] = first["tool_calls"]
+    assert made["arguments"] == {} and made["extra"] == {"arguments_text": '{"command": "ls"'}
+    [reply] = first["observation"]["results"]
+    assert "source_call_id" not in reply and reply["extra"] == {"name": "terminal", "tool_call_id": "elsewhere",
+                                                                "failed": True, "seconds": 0.1}
+    assert first["message"] == "" and last["reasoning_content"] == "The call failed."
+    assert doc["final_metrics"]["total_cost_usd"] == 0.75 and last["metrics"]["cost_usd"] == 0.5
+    assert (doc["extra"]["reward"], doc["extra"]["passed"], doc["final_metrics"]["total_steps"]) == (0.0, False, 3)

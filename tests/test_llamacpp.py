@@ -133,7 +133,7 @@ def run(llama: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, lis
                          f"model.base_url=http://127.0.0.1:{proxy.server_address[1]}/v1", "model.logprobs=true",
                          "model.top_logprobs=2", "model.sampling.temperature=0", "model.sampling.max_tokens=48",
                          "distribution=terminal_only", "max_turns=2", "filters=none", "num_workers=1",
-                         "outputs.formats=[sharegpt,openai]", timeout=900)
+                         "outputs.formats=[sharegpt,openai,atif]", timeout=900)
     finally:
         proxy.shutdown()
         proxy.server_close()
@@ -160,6 +160,29 @@ def test_each_turn_keeps_the_logprobs_the_server_answered_with(run) -> None:
         else:  # the server sent none for this turn: the key is absent, not empty
             assert "logprobs" not in message
         assert "token_ids" not in message and "prompt_token_ids" not in message
+
+
+def test_the_atif_trajectories_carry_the_servers_logprobs(run) -> None:
+    """trajectories.atif.jsonl: each agent step's metrics.logprobs are those of its turn in the OpenAI file (the
+    server's: the test above), in token order, and absent where it sent none; llama.cpp returns no token IDs."""
+    atif = pytest.importorskip("atif")
+    out, answers = run
+    records, docs = read_jsonl(out / "trajectories.openai.jsonl"), read_jsonl(out / "trajectories.atif.jsonl")
+    assert len(records) == len(docs)
+    steps = 0
+    for record, doc in zip(records, docs):
+        atif.Trajectory.model_validate(doc)
+        turns = [m for m in record["messages"] if m["role"] == "assistant"]
+        agent = [s for s in doc["steps"] if s["source"] == "agent"]
+        for message, step in zip(turns, agent, strict=True):
+            assert step["message"] == (message["content"] or "")
+            if "logprobs" in message:
+                assert step["metrics"]["logprobs"] == [t["logprob"] for t in message["logprobs"]["content"]]
+            else:
+                assert "logprobs" not in step["metrics"]
+            assert "completion_token_ids" not in step["metrics"] and "prompt_token_ids" not in step["metrics"]
+            steps += 1
+    assert steps == len(answers) and any("logprobs" in s["metrics"] for d in docs for s in d["steps"] if "metrics" in s)
 
 
 def _text(message: dict) -> str:

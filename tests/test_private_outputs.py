@@ -15,7 +15,7 @@ from conftest import run_cli, write_dataset
 ROWS = [{"prompt": "Look around the working folder", "verifier": "checks", "checks": {"tool_called": "terminal"}},
         {"prompt": "Take notes\nANSWER: 42", "verifier": "answer", "expected": "42"}]
 COMMAND = ("run_name=priv", "sandbox=local", "distribution=terminal_only", "outputs.splits=true",
-           "outputs.formats=[sharegpt,openai]")
+           "outputs.formats=[sharegpt,openai,atif]")
 
 
 def _modes(root: Path) -> dict[str, int]:
@@ -51,8 +51,8 @@ def test_a_private_run_writes_owner_only_files_and_directories(tmp_path: Path) -
     assert exported.returncode == 0, exported.stderr  # a later invocation without the flag keeps it private
 
     modes = _modes(out)
-    for name in ("ledger.db", "trajectories.jsonl", "trajectories.openai.jsonl", "statistics.json", "passed.jsonl",
-                 "failed.jsonl", "batch_0.jsonl", "report.html", "cli.log", ".hydra/config.yaml", ".lock"):
+    for name in ("ledger.db", "trajectories.jsonl", "trajectories.openai.jsonl", "trajectories.atif.jsonl", "statistics.json",
+                 "passed.jsonl", "failed.jsonl", "batch_0.jsonl", "report.html", "cli.log", ".hydra/config.yaml", ".lock"):
         assert name in modes, sorted(modes)
     assert {p: oct(m) for p, m in modes.items() if m != (0o700 if (out / p).is_dir() else 0o600)} == {}
 

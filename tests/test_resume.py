@@ -156,7 +156,8 @@ def test_provider_errors_are_retried_exactly_on_rerun(tmp_path: Path) -> None:
 
 def test_identity_change_refused_but_workers_change_accepted(tmp_path: Path, mock_server) -> None:
     data = write_dataset(tmp_path / "p.jsonl", [{"prompt": f"Id {i}"} for i in range(4)])
-    args = [f"dataset.path={data}", "run_name=ident", f"model.base_url={mock_server.base_url}"]
+    args = [f"dataset.path={data}", "run_name=ident", f"model.base_url={mock_server.base_url}",
+            "outputs.formats=[sharegpt,openai,atif]"]
     assert run_cli(tmp_path, *args).returncode == 0
     refused = run_cli(tmp_path, *args, "max_turns=5")
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
@@ -166,7 +167,10 @@ def test_identity_change_refused_but_workers_change_accepted(tmp_path: Path, moc
     assert accepted.returncode == 0 and "nothing to run" in accepted.stderr
     fresh = run_cli(tmp_path, *args, "max_turns=5", "resume.new_identity=true")
     assert fresh.returncode == 0, fresh.stderr
-    assert len(list((tmp_path / "outputs" / "ident" / "archive").glob("*/ledger.db"))) == 1
+    [archived] = (tmp_path / "outputs" / "ident" / "archive").glob("*/ledger.db")
+    # the old experiment's outputs go with its ledger, whatever formats it had
+    assert {p.name for p in archived.parent.glob("trajectories.*")} == {
+        "trajectories.jsonl", "trajectories.openai.jsonl", "trajectories.atif.jsonl"}
 
 
 def test_second_invocation_on_a_busy_run_dir_is_refused(tmp_path: Path) -> None:

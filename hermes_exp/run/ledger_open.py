@@ -18,7 +18,7 @@ from hermes_exp.settings.resolved import stored_identity
 from hermes_exp.store.health import check_ledger_file
 from hermes_exp.store.ledger import Ledger
 
-OUTPUT_GLOBS = ("ledger.db*", "trajectories.jsonl", "batch_*.jsonl", "statistics.json", "passed.jsonl",
+OUTPUT_GLOBS = ("ledger.db*", "trajectories.*", "batch_*.jsonl", "statistics.json", "passed.jsonl",
                 "failed.jsonl", "archives", ".export-index")
 
 
