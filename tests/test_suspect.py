@@ -50,7 +50,8 @@ def test_the_default_patterns_on_real_failure_outputs(tmp_path: Path) -> None:
     port = _closed_port()
     cases = {  # script -> what the reason must quote (None: a plain zero)
         DOWNLOAD: "Could not resolve host",
-        "PATH=/nonexistent; pytest -q tests": "exited 127",
+        "PATH=/nonexistent; pytest -q tests": "pytest: not found",
+        "PATH=/nonexistent; jq -e .ok result.json": "exited 127, a command that is not installed",
         f"{sys.executable} -S -m pytest -q tests": "No module named pytest",
         f"{sys.executable} -m pip download -q --no-index --find-links /nonexistent left-pad==1.0": "Could not find a version",
         ASSERT: None,
@@ -128,7 +129,7 @@ def test_suspect_zeros_through_the_cli(tmp_path: Path, mock_server) -> None:
     assert {i: (r, p) for i, (r, p, _, _) in scores.items()} == {i: (1.0 if i == 5 else 0.0, int(i == 5)) for i in range(6)}
     reasons = {i: s for i, (_, _, s, _) in scores.items() if s}
     assert sorted(reasons) == [0, 1, 2], reasons
-    assert "Could not resolve host" in reasons[0] and "exited 127" in reasons[1] and "No module named" in reasons[2]
+    assert "Could not resolve host" in reasons[0] and "pytest: not found" in reasons[1] and "No module named" in reasons[2]
     v = _check_statistics(out)
     assert (v["suspect"], v["pass_rate"], v["pass_rate_without_suspect"]) == (3, round(1 / 6, 6), round(1 / 3, 6))
     assert "suspect 3" in first.stderr  # the progress line
