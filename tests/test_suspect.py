@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 from conftest import read_jsonl, request_count, run_cli, write_dataset
 from omegaconf import OmegaConf
+from test_harbor import _args as harbor_args
+from test_harbor import engine, make_task, nonce  # noqa: F401 (fixtures)
+from tests.sandbox.conftest import IMAGE
 
 from hermes_exp.errors import ConfigError
 from hermes_exp.settings.paths import config_dir
@@ -173,3 +176,32 @@ def test_bad_suspect_config_exits_2(tmp_path: Path, override: str, needle: str) 
     result = run_cli(tmp_path, "verifier=command", override, "run_name=bad")
     assert result.returncode == 2, result.stderr
     assert needle in result.stderr and "Traceback" not in result.stderr
+
+
+FETCHING_TEST_SH = ("#!/bin/sh\nwget -q -O /tmp/uv.sh https://astral.sh/uv/install.sh && sh /tmp/uv.sh\n"
+                    "if uvx pytest /tests/test_outputs.py; then echo 1 > /logs/verifier/reward.txt; "
+                    "else echo 0 > /logs/verifier/reward.txt; fi\n")
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_harbor_task_whose_tests_cannot_fetch_their_runner(tmp_path: Path, mock_server, engine, nonce) -> None:
+    """Real Harbor task folders, images built from their Dockerfiles: a test.sh that downloads its runner
+    (no network in the container) writes reward 0 and is suspect; a wrong answer is a plain zero."""
+    root = tmp_path / "tasks"
+    dockerfile = f"FROM {IMAGE}\nLABEL hx.test.nonce={nonce}\nWORKDIR /app\n"
+    fetching = make_task(root, "fetching", "Write hello to /app/out.txt.\nRUN: echo hello > /app/out.txt\n", dockerfile)
+    (fetching / "tests" / "test.sh").write_text(FETCHING_TEST_SH)
+    make_task(root, "wrong", "Write hello to /app/out.txt.\nRUN: echo bye > /app/out.txt\n", dockerfile)
+    make_task(root, "right", "Write hello to /app/out.txt.\nRUN: echo hello > /app/out.txt\n", dockerfile)
+    result = run_cli(tmp_path, *harbor_args(root, "h", mock_server.base_url), timeout=300)
+    assert result.returncode == 0, result.stderr
+    out = tmp_path / "outputs" / "h"
+    with sqlite3.connect(out / "ledger.db") as db:
+        scores = {json.loads(r)["row"]["id"]: (reward, s) for r, reward, s in db.execute(
+            "SELECT t.result, s.reward, s.suspect FROM scores s JOIN tasks t USING (key)")}
+    assert {k: v[0] for k, v in scores.items()} == {"fetching": 0.0, "wrong": 0.0, "right": 1.0}
+    assert "wget: bad address 'astral.sh'" in scores["fetching"][1], scores
+    assert scores["wrong"][1] is None and scores["right"][1] is None
+    v = _check_statistics(out)
+    assert (v["suspect"], v["pass_rate_without_suspect"]) == (1, 0.5)

@@ -34,9 +34,10 @@ from hermes_exp.verify.suspect import rules
 
 # One exec per verification (each exec costs a process spawn, or a `docker exec` round trip): clear the
 # reward directory, run `verify` in its own shell, then print its exit status and the reward file after
-# a marker with a fresh nonce, so nothing the command prints can pass for them.
+# a marker with a fresh nonce, so nothing the command prints can pass for them. Its stderr joins its
+# stdout: `docker exec` streams them apart, and stderr could arrive after the marker and the reward.
 _SCRIPT = ('rm -rf {d} && mkdir -p {d} || {{ echo; echo "{m} prep"; exit 0; }}\n'
-           'sh -c {cmd}\n'
+           'sh -c {cmd} 2>&1\n'
            'code=$?\n'
            'echo; echo "{m} exit $code"\n'
            'if [ -f {d}/reward.json ]; then echo "{m} json"; cat {d}/reward.json; '
