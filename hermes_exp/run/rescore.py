@@ -15,7 +15,7 @@ from hermes_exp.worker import task as worker
 from hermes_exp.errors import VERIFIER
 from hermes_exp.store.filters import Filter
 from hermes_exp.store.ledger import Ledger
-from hermes_exp.store.scores import save_score, set_outcome
+from hermes_exp.store.scores import save_output, save_score, set_outcome
 from hermes_exp.settings.redact import Redactor
 from hermes_exp.store.score_record import judged, redacted_score
 from hermes_exp.worker.result import Reverified
@@ -71,6 +71,7 @@ def apply(ledger: Ledger, out: Reverified, filters: list[Filter], batch_size: in
     score = out.score
     if score is not None:
         save_score(ledger, out.key, score)
+        save_output(ledger.path.parent, out.key, score)
     if out.spent_usd:
         ledger.add_spend(out.key, float(out.spent_usd))
     state, reason, error_class, error = judged(out.result, score, filters)

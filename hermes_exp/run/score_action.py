@@ -15,6 +15,8 @@ from typing import Any
 from hermes_exp.run import rescore
 from hermes_exp.errors import LedgerError
 from hermes_exp.model.clients import model_endpoint
+from hermes_exp.money import broker as budget_broker
+from hermes_exp.money.budget import BudgetLimits
 from hermes_exp.run.checks import Checked
 from hermes_exp.run.dispatch import run_id_for, stop_workers
 from hermes_exp.run.ledger_open import existing_ledger
@@ -76,8 +78,11 @@ def _score(settings: dict[str, Any], ledger: Ledger, keys: list[str], filters: l
     executor = construct(settings["executor"], "executor")
     with model_endpoint(settings) as base_url:
         invocation = {**settings["invocation"], "base_url": base_url, "run_id": run_id, "spent_usd": ledger.spent_usd()}
-        scoped = {**settings, "invocation": invocation}
+        limit = BudgetLimits.from_settings(settings).max_cost_usd  # a judge's calls: one budget for every worker
+        scoped, broker = budget_broker.serve({**settings, "invocation": invocation}, executor.broker_bind(), limit)
         try:
             return rescore.reverify(executor, scoped, ledger, rescore.rows_of(ledger, keys), filters)
         finally:
             stop_workers(run_id, grace=float((settings.get("resume") or {}).get("grace_seconds", 10)))
+            if broker is not None:
+                broker.close()

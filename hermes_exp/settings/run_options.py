@@ -11,12 +11,22 @@ from hermes_exp.settings.sections import Section
 
 FLAGS = {"dataset": ("skip_invalid",), "resume": ("redo_filtered", "redo_all", "new_identity"),
          "outputs": ("splits", "allow_shrink", "compress", "private")}
+PREFLIGHT = ("none", "oracle")  # hermes_exp/run/environments.py
+
+
+def preflight(settings: dict[str, Any]) -> str:
+    """`preflight`: none (the default) or oracle; a typo must not let the model see unchecked tasks."""
+    return str(Section("", settings).choice(
+        "preflight", PREFLIGHT, "none",
+        fix="preflight=oracle runs each environment's reference solution and verifier once before any model "
+            "call (broken tasks are never sent to the model); preflight=none (the default) skips that"))
 
 
 def check(settings: dict[str, Any]) -> None:
     top = Section("", settings)
     top.number("seed", integer=True, required=True, fix="set seed=<integer>, e.g. seed=0 (it seeds the toolset draw)")
     top.number("setup_timeout", 300, positive=True, unit="seconds for a row's setup command")
+    preflight(settings)
     for name, keys in FLAGS.items():
         section = Section(name, settings.get(name))
         for key in keys:

@@ -126,6 +126,15 @@ def m011_suspect_scores(db: sqlite_utils.Database) -> None:
     db["scores"].add_column("suspect", str)
 
 
+@migration
+def m012_environment_checks(db: sqlite_utils.Database) -> None:
+    """preflight=oracle's verdict on each environment (keyed by its content: the row without its prompt,
+    the verifier it gets, the sandbox; a Harbor task's folder digest), so a later run checks it again only
+    when it changed."""
+    db["environments"].create({"env": str, "verdict": str, "why": str, "tail": str, "task": str,
+                               "seconds": float, "checked_at": float}, pk="env")
+
+
 DERIVED = "key >= 'derived:' AND key < 'derived;'"  # the meta keys that start with "derived:"
 
 

@@ -45,6 +45,20 @@ def archive_path(run_dir: Path, key: str) -> Path:
     return run_dir / ARCHIVE_DIR / f"{key.split(':')[-1]}.tar.gz"
 
 
+def output_path(run_dir: Path, key: str) -> Path:
+    return run_dir / ARCHIVE_DIR / f"{key.split(':')[-1]}.verifier.txt"
+
+
+def save_output(run_dir: Path, key: str, score: dict[str, Any]) -> None:
+    """A verify command's whole output beside the sample's archive (the ledger keeps what explains the
+    score); the latest verification's."""
+    if score.get("output"):
+        path = output_path(run_dir, key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_writer(path) as fh:
+            fh.write(score["output"])
+
+
 def save_archive(ledger: Ledger, run_dir: Path, key: str, packed: bytes) -> str:
     """Write a task's workdir archive atomically; record its path (relative to the run dir)."""
     path = archive_path(run_dir, key)

@@ -87,6 +87,7 @@ def run_plan(plan: Plan, sandbox: Sandbox | None, row: dict[str, Any], result: d
         if problem:  # refused whole: an absurd reward must not pass, nor swamp the run's statistics
             raise VerifierFailed(f"{problem}\n{verdict.details}", list(verdict.usage))
         score.reward, score.details, score.usage = float(verdict.reward), verdict.details, list(verdict.usage)
+        score.output = verdict.output or None
         score.passed = score.reward >= float(getattr(plan.verifier, "pass_threshold", 1.0))
         # a pass is the check run to its end; a zero with signs of a broken environment may not be the agent's
         score.suspect = None if score.passed else verdict.suspect
