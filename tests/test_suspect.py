@@ -205,3 +205,16 @@ def test_a_harbor_task_whose_tests_cannot_fetch_their_runner(tmp_path: Path, moc
     assert scores["wrong"][1] is None and scores["right"][1] is None
     v = _check_statistics(out)
     assert (v["suspect"], v["pass_rate_without_suspect"]) == (1, 0.5)
+
+
+def test_a_suspect_reason_is_redacted_like_the_details() -> None:
+    """The reason quotes a line of the verifier's output, which may hold a key the run knows."""
+    from hermes_exp.settings.redact import Redactor
+    from hermes_exp.store.score_record import redacted_score
+
+    key = "hx-fake-key-SUSPECT-0c4e2a"
+    line = f"curl: (6) Could not resolve host: {key}.invalid"
+    reason = _defaults().reason(line, 6)
+    assert reason and key in reason
+    stored = redacted_score({"suspect": reason, "details": line}, Redactor({"HX_KEY": key}))
+    assert key not in json.dumps(stored) and "[REDACTED:$HX_KEY]" in stored["suspect"]
