@@ -161,6 +161,7 @@ def test_suspect_zeros_through_the_cli(tmp_path: Path, mock_server) -> None:
     assert report.returncode == 0, report.stderr
     html = (out / "report.html").read_text()
     assert '"verdict":"suspect"' in html and "pass rate without verifier_suspect samples" in html
+    assert '<td class="suspect">2</td>' in html
 
     nothing = run_cli(tmp_path, *base, "action=score", "score.only=suspect", "verifier.infra_patterns=[]",
                       "verifier.infra_exit_codes=[]")
