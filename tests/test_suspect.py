@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 from conftest import read_jsonl, request_count, run_cli, write_dataset
 from omegaconf import OmegaConf
+from test_harbor import _args as harbor_args
+from test_harbor import engine, make_task, nonce  # noqa: F401 (fixtures)
+from tests.sandbox.conftest import IMAGE
 
 from hermes_exp.errors import ConfigError
 from hermes_exp.settings.paths import config_dir
@@ -50,7 +53,8 @@ def test_the_default_patterns_on_real_failure_outputs(tmp_path: Path) -> None:
     port = _closed_port()
     cases = {  # script -> what the reason must quote (None: a plain zero)
         DOWNLOAD: "Could not resolve host",
-        "PATH=/nonexistent; pytest -q tests": "exited 127",
+        "PATH=/nonexistent; pytest -q tests": "pytest: not found",
+        "PATH=/nonexistent; jq -e .ok result.json": "exited 127, a command that is not installed",
         f"{sys.executable} -S -m pytest -q tests": "No module named pytest",
         f"{sys.executable} -m pip download -q --no-index --find-links /nonexistent left-pad==1.0": "Could not find a version",
         ASSERT: None,
@@ -128,7 +132,7 @@ def test_suspect_zeros_through_the_cli(tmp_path: Path, mock_server) -> None:
     assert {i: (r, p) for i, (r, p, _, _) in scores.items()} == {i: (1.0 if i == 5 else 0.0, int(i == 5)) for i in range(6)}
     reasons = {i: s for i, (_, _, s, _) in scores.items() if s}
     assert sorted(reasons) == [0, 1, 2], reasons
-    assert "Could not resolve host" in reasons[0] and "exited 127" in reasons[1] and "No module named" in reasons[2]
+    assert "Could not resolve host" in reasons[0] and "pytest: not found" in reasons[1] and "No module named" in reasons[2]
     v = _check_statistics(out)
     assert (v["suspect"], v["pass_rate"], v["pass_rate_without_suspect"]) == (3, round(1 / 6, 6), round(1 / 3, 6))
     assert "suspect 3" in first.stderr  # the progress line
@@ -157,6 +161,7 @@ def test_suspect_zeros_through_the_cli(tmp_path: Path, mock_server) -> None:
     assert report.returncode == 0, report.stderr
     html = (out / "report.html").read_text()
     assert '"verdict":"suspect"' in html and "pass rate without verifier_suspect samples" in html
+    assert '<td class="suspect">2</td>' in html
 
     nothing = run_cli(tmp_path, *base, "action=score", "score.only=suspect", "verifier.infra_patterns=[]",
                       "verifier.infra_exit_codes=[]")
@@ -172,3 +177,45 @@ def test_bad_suspect_config_exits_2(tmp_path: Path, override: str, needle: str) 
     result = run_cli(tmp_path, "verifier=command", override, "run_name=bad")
     assert result.returncode == 2, result.stderr
     assert needle in result.stderr and "Traceback" not in result.stderr
+
+
+FETCHING_TEST_SH = ("#!/bin/sh\nwget -q -O /tmp/uv.sh https://astral.sh/uv/install.sh && sh /tmp/uv.sh\n"
+                    "if uvx pytest /tests/test_outputs.py; then echo 1 > /logs/verifier/reward.txt; "
+                    "else echo 0 > /logs/verifier/reward.txt; fi\n")
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_harbor_task_whose_tests_cannot_fetch_their_runner(tmp_path: Path, mock_server, engine, nonce) -> None:
+    """Real Harbor task folders, images built from their Dockerfiles: a test.sh that downloads its runner
+    (no network in the container) writes reward 0 and is suspect; a wrong answer is a plain zero."""
+    root = tmp_path / "tasks"
+    dockerfile = f"FROM {IMAGE}\nLABEL hx.test.nonce={nonce}\nWORKDIR /app\n"
+    fetching = make_task(root, "fetching", "Write hello to /app/out.txt.\nRUN: echo hello > /app/out.txt\n", dockerfile)
+    (fetching / "tests" / "test.sh").write_text(FETCHING_TEST_SH)
+    make_task(root, "wrong", "Write hello to /app/out.txt.\nRUN: echo bye > /app/out.txt\n", dockerfile)
+    make_task(root, "right", "Write hello to /app/out.txt.\nRUN: echo hello > /app/out.txt\n", dockerfile)
+    result = run_cli(tmp_path, *harbor_args(root, "h", mock_server.base_url), timeout=300)
+    assert result.returncode == 0, result.stderr
+    out = tmp_path / "outputs" / "h"
+    with sqlite3.connect(out / "ledger.db") as db:
+        scores = {json.loads(r)["row"]["id"]: (reward, s) for r, reward, s in db.execute(
+            "SELECT t.result, s.reward, s.suspect FROM scores s JOIN tasks t USING (key)")}
+    assert {k: v[0] for k, v in scores.items()} == {"fetching": 0.0, "wrong": 0.0, "right": 1.0}
+    assert "wget: bad address 'astral.sh'" in scores["fetching"][1], scores
+    assert scores["wrong"][1] is None and scores["right"][1] is None
+    v = _check_statistics(out)
+    assert (v["suspect"], v["pass_rate_without_suspect"]) == (1, 0.5)
+
+
+def test_a_suspect_reason_is_redacted_like_the_details() -> None:
+    """The reason quotes a line of the verifier's output, which may hold a key the run knows."""
+    from hermes_exp.settings.redact import Redactor
+    from hermes_exp.store.score_record import redacted_score
+
+    key = "hx-fake-key-SUSPECT-0c4e2a"
+    line = f"curl: (6) Could not resolve host: {key}.invalid"
+    reason = _defaults().reason(line, 6)
+    assert reason and key in reason
+    stored = redacted_score({"suspect": reason, "details": line}, Redactor({"HX_KEY": key}))
+    assert key not in json.dumps(stored) and "[REDACTED:$HX_KEY]" in stored["suspect"]

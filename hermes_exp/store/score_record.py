@@ -29,7 +29,7 @@ def take(result: TaskResult, redact: Any = None) -> Taken:
 
 def redacted_score(score: dict[str, Any] | None, redact: Any = None) -> dict[str, Any] | None:
     if score is not None and redact:
-        score = {**score, **{k: redact(score[k]) for k in ("details", "error", "output") if score.get(k)}}
+        score = {**score, **{k: redact(score[k]) for k in ("details", "error", "output", "suspect") if score.get(k)}}
     return score
 
 

@@ -24,13 +24,15 @@ class InfraRules:
 
     def reason(self, output: str, exit_code: int | None) -> str | None:
         """Why this verification looks like an infrastructure failure (None when it does not)."""
-        if exit_code in self.exit_codes:
-            meaning = EXIT_MEANING.get(exit_code, "an exit status of verifier.infra_exit_codes")
-            return f"the verify command exited {exit_code} ({meaning}; verifier.infra_exit_codes)"
         for i, pattern in enumerate(self.patterns):
             found = pattern.search(output)
             if found:
-                return f"{_line(output, found.start())!r} (verifier.infra_patterns[{i}] {pattern.pattern!r})"
+                return f"{_line(output, found.start())!r} (verifier.infra_patterns[{i}])"
+        if exit_code in self.exit_codes:
+            meaning = EXIT_MEANING.get(exit_code, "one of verifier.infra_exit_codes")
+            last = _line(output, len(output.rstrip()))
+            return f"the verify command exited {exit_code}, {meaning} (verifier.infra_exit_codes)" + \
+                (f": {last!r}" if last else "")
         return None
 
 
