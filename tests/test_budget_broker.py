@@ -120,18 +120,22 @@ def test_kill_9_then_a_resume_stopped_by_the_budget_stays_under_it(tmp_path: Pat
     """Killed mid-run, then resumed until the budget stops it: what the mock served (what a provider would
     bill) stays under the limit, and the ledger counts at least that much."""
     data = write_dataset(tmp_path / "p.jsonl", [{"prompt": f"{NOTES}{i}\nLOOP"} for i in range(24)])
-    record, limit = tmp_path / "r.jsonl", 30.0  # ~10 calls; the dataset would need 96
-    args = [f"dataset.path={data}", "run_name=k9", f"executor={executor}", "num_workers=4", "max_turns=4",
+    # ~$3 a call, reserved at ~$5: the kill leaves ~$20 spent or in flight, the resume ~5 calls; 96 would be needed
+    record, limit = tmp_path / "r.jsonl", 40.0
+    args = [f"dataset.path={data}", "run_name=k9", f"executor={executor}", "num_workers=2", "max_turns=4",
             "filters=none", "distribution=terminal_only", "distribution.toolsets.file=0", "sandbox=local", *PRICED,
-            f"budget.max_cost_usd={limit}", *(["executor.n_workers=2"] if executor == "dask" else [])]
+            f"budget.max_cost_usd={limit}"]
     with MockServer(latency_ms=400, record_path=str(record)) as server:
         args.append(f"model.base_url={server.base_url}")
         _kill_after(args, tmp_path, record, calls=3)
         assert served_cost(record) > 0
+        killed = request_count(record)
         resumed = run_cli(tmp_path, *args, timeout=400)
         time.sleep(0.5)  # calls the kill tore are answered, and billed, all the same
         served = served_cost(record)
+    assert request_count(record) > killed + 2, resumed.stderr[-3000:]  # the resumed run made calls of its own
     assert resumed.returncode == 4 and "budget reached" in resumed.stderr, resumed.stderr[-3000:]
+    assert "share" not in resumed.stderr  # the run's one budget stopped it, not a process's part of it
     worst = worst_call(resumed.stderr)
     stats = json.loads((tmp_path / "outputs" / "k9" / "statistics.json").read_text())
     assert served <= limit + 1e-6, (served, resumed.stderr[-2000:])  # within the promise of + one call per session
