@@ -4,12 +4,16 @@ socket, the real CLI with the mock model on every executor, a kill -9 and a resu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +22,7 @@ from test_budget import PRICED
 from test_budget_money import served_cost, worst_call
 
 from hermes_exp.errors import ProviderError
+from hermes_exp.executor.backends import DaskExecutor
 from hermes_exp.mock.server import MockServer
 from hermes_exp.money.broker import BrokerClient, serve
 from hermes_exp.money.journal import unaccounted
@@ -154,3 +159,62 @@ def _kill_after(args: list[str], cwd: Path, record: Path, calls: int) -> None:
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
 
+
+
+@pytest.mark.slow
+def test_cluster_workers_that_cannot_see_the_run_directory_book_through_the_broker(tmp_path: Path) -> None:
+    """A Dask scheduler on this host's network address and a worker in a mount namespace of its own, with
+    a tmpfs over /tmp (the run directory and the parent's /tmp are not there): the broker listens on the
+    address that routes to the scheduler, the worker books every call through it, and the budget holds."""
+    host = _outward_address()
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-m", "true"]).returncode != 0:
+        pytest.skip("unshare -m (a mount namespace, root) is not available here: no worker without the run directory")
+    port = _free_port(host)
+    dask = str(Path(sys.executable).parent / "dask")
+    data = write_dataset(tmp_path / "p.jsonl", [{"prompt": f"{NOTES}{i}\nLOOP"} for i in range(12)])
+    record, limit = tmp_path / "r.jsonl", 40.0  # ~12 calls: three tasks of four calls each, of the 48 needed
+    hidden = "mount -t tmpfs tmpfs /tmp && cd / && exec " + f"{dask} worker tcp://{host}:{port} --nthreads 4 --no-nanny"
+    with _started([dask, "scheduler", "--host", host, "--port", str(port), "--no-dashboard"]), \
+            _started(["unshare", "-m", "sh", "-c", hidden]), MockServer(latency_ms=100, record_path=str(record)) as server:
+        result = run_cli(tmp_path, f"dataset.path={data}", "run_name=far", "executor=dask",
+                         f"executor.address=tcp://{host}:{port}", "num_workers=2", "max_turns=4", "filters=none",
+                         "distribution=terminal_only", "distribution.toolsets.file=0", "sandbox=local", *PRICED,
+                         f"budget.max_cost_usd={limit}", f"model.base_url={server.base_url}", timeout=300)
+        time.sleep(0.5)
+        served = served_cost(record)
+    assert result.returncode == 4 and "budget reached" in result.stderr, result.stderr[-3000:]
+    assert "share" not in result.stderr  # the parent's budget refused the worker's call, not a share of its own
+    assert DaskExecutor(address=f"tcp://{host}:{port}", n_jobs=2).broker_bind() == host  # not 127.0.0.1
+    stats = json.loads((tmp_path / "outputs" / "far" / "statistics.json").read_text())
+    assert limit - worst_call(result.stderr) < stats["spent_usd"] and served <= limit + 1e-6, (served, stats)
+    assert stats["kept"] >= 1  # tasks ran on the worker, their results reached the parent's ledger
+
+
+def _outward_address() -> str:
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect(("192.0.2.1", 9))  # TEST-NET: connecting a UDP socket sends nothing
+            address = probe.getsockname()[0]
+    except OSError:
+        address = "127.0.0.1"
+    if address.startswith("127."):
+        pytest.skip("this host has no network address but loopback: no cluster address to route to")
+    return address
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def _started(command: list[str]) -> Iterator[None]:
+    """A process for the length of the block, in a process group of its own (ended with it)."""
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        time.sleep(3)  # the scheduler listens, the worker joins (the run waits for workers all the same)
+        yield
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
