@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +22,7 @@ from conftest import request_count, run_cli, write_dataset
 from test_budget import PRICED
 from test_budget_money import served_cost, worst_call
 
-from hermes_exp.errors import ProviderError
+from hermes_exp.errors import BudgetExhausted, ProviderError
 from hermes_exp.executor.backends import DaskExecutor
 from hermes_exp.mock.server import MockServer
 from hermes_exp.money.broker import BrokerClient, serve
@@ -40,7 +41,7 @@ while True:
     except BudgetExhausted as exc:
         print(made, exc)
         break
-    time.sleep(0.02)
+    time.sleep(0.1)  # the call: long enough for the other processes to start booking meanwhile
     client.settle(ticket, 0.25)
     made += 1
 """
@@ -67,7 +68,7 @@ def test_worker_processes_book_in_one_budget_and_the_parent_journals_every_call(
     assert all("budget.max_cost_usd=5.0" in line for line in said)  # the parent's words, not a process's share
     totals, files = unaccounted(run_dir / "spend")  # the parent's journal, not the workers'
     assert len(files) == 1 and sum(totals.values()) == pytest.approx(made * 0.25)
-    assert {key for key, invocation in totals} == {"task-0", "task-1", "task-2"}
+    assert {key for key, invocation in totals} == {f"task-{i}" for i, line in enumerate(said) if line[0] != "0"}
 
 
 def test_a_wrong_key_or_a_closed_broker_makes_no_call(tmp_path: Path) -> None:
@@ -83,6 +84,38 @@ def test_a_wrong_key_or_a_closed_broker_makes_no_call(tmp_path: Path) -> None:
         client.reserve(0.1, "k")
     assert closed.value.transient and "executor.broker_host" in str(closed.value)
     assert broker.booking.budget.spent == pytest.approx(1.05)
+
+
+def test_a_worker_killed_mid_call_counts_at_its_worst_case_and_frees_those_waiting(tmp_path: Path) -> None:
+    """A node or process killed with a call in flight never settles it: its reservation counts as spent
+    (the call may have been billed) and a call waiting for that room is answered, not left hanging."""
+    settings, broker = serve(_settings(tmp_path / "run", max_cost_usd=2.0), "127.0.0.1", 2.0)  # $1 spent before
+    address = json.dumps(settings["invocation"]["broker"])
+    holder = subprocess.Popen([sys.executable, "-c", "import json, sys, time\n"
+                               "from hermes_exp.money.broker import BrokerClient\n"
+                               "client = BrokerClient(json.loads(sys.argv[1]))\n"
+                               "client.reserve(0.6, 'held'); print('held', flush=True)\n"
+                               "time.sleep(600)", address], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline() == "held\n"
+    waiting: list[BaseException] = []
+    thread = threading.Thread(target=lambda: _refused(BrokerClient(settings["invocation"]["broker"]), waiting))
+    thread.start()
+    time.sleep(0.5)
+    assert thread.is_alive(), waiting  # $1 + $0.6 held + $0.6 would pass $2: it waits for the call in flight
+    holder.kill()
+    holder.wait()
+    thread.join(timeout=10)
+    broker.close()
+    assert not thread.is_alive() and "$1.600000 spent of budget.max_cost_usd=2.0" in str(waiting[0])
+    totals, _ = unaccounted(tmp_path / "run" / "spend")
+    assert totals == {("held", 7): 0.6}  # the next invocation folds it in at its worst case too
+
+
+def _refused(client: BrokerClient, caught: list[BaseException]) -> None:
+    try:
+        client.reserve(0.6, "waits")
+    except BudgetExhausted as exc:
+        caught.append(exc)
 
 
 def test_the_sweep_budget_is_booked_by_the_parent_too(tmp_path: Path) -> None:
