@@ -12,9 +12,9 @@ from typing import Any, TypeVar
 
 from joblib import Parallel, delayed, parallel_config
 
-from hermes_exp.executor import thread_pool
+from hermes_exp.executor import ray_pool, thread_pool
 from hermes_exp.settings.sections import Section
-from hermes_exp.errors import ConfigError
+from hermes_exp.errors import ClusterError, ConfigError
 from hermes_exp.optional import require
 
 R = TypeVar("R")  # what the mapped function returns (a TaskResult, a Reverified)
@@ -207,10 +207,13 @@ class RayExecutor(JoblibExecutor):
         actors: list[Any] = []
         try:
             count = self.processes(ray)
-            host = ray.remote(num_cpus=0, max_concurrency=-(-self.n_jobs // count))(_TaskHost)
+            # one CPU each, spread: on the nodes that have CPUs, one per CPU (with none, every actor
+            # would sit on the driver's node); at most `count` actors, so each can start
+            host = ray.remote(num_cpus=1, scheduling_strategy="SPREAD",
+                              max_concurrency=-(-self.n_jobs // count))(ray_pool.TaskHost)
             actors = [host.remote() for _ in range(count)]
-            yield from _ray_unordered(ray, actors, fn, with_processes(settings, count), iter(tasks),
-                                      window=self.n_jobs)
+            yield from ray_pool.map_unordered(ray, actors, fn, with_processes(settings, count), iter(tasks),
+                                              window=self.n_jobs)
         finally:
             for actor in actors:
                 ray.kill(actor)
@@ -227,37 +230,13 @@ class RayExecutor(JoblibExecutor):
         return _towards(self.address)
 
     def processes(self, cluster: Any = None) -> int:
-        """One actor process per CPU of the cluster, at most one per session."""
-        cpus = int(cluster.cluster_resources().get("CPU", 1)) if cluster is not None else (self.num_cpus or 1)
-        return max(1, min(self.n_jobs, cpus))
-
-
-class _TaskHost:
-    """A Ray actor: one worker process that runs tasks on its threads."""
-
-    def run(self, fn: Callable[..., Any], settings: dict[str, Any], task: Any) -> Any:
-        return fn(settings, task)
-
-
-def _ray_unordered(ray: Any, actors: list[Any], fn: Callable[..., R], settings: dict[str, Any],
-                   tasks: Iterator[Any], window: int) -> Iterator[R]:
-    shared = ray.put(settings)  # sent to the cluster once, not with every task
-    load = dict.fromkeys(range(len(actors)), 0)
-    owner: dict[Any, int] = {}
-
-    def submit(task: Any) -> Any:
-        index = min(load, key=load.__getitem__)  # the least busy actor
-        load[index] += 1
-        ref = actors[index].run.remote(fn, shared, task)
-        owner[ref] = index
-        return ref
-
-    # range first: zip stops on it without pulling (and losing) one more task
-    in_flight = [submit(task) for _, task in zip(range(window), tasks)]
-    while in_flight:
-        done, in_flight = ray.wait(in_flight, num_returns=1)
-        load[owner.pop(done[0])] -= 1
-        yield ray.get(done[0])
-        for task in tasks:
-            in_flight.append(submit(task))
-            break
+        """One actor process per free CPU of the cluster, at most one per session."""
+        if cluster is None:
+            return max(1, min(self.n_jobs, self.num_cpus or 1))
+        cpus = int(cluster.available_resources().get("CPU", 0))
+        if cpus < 1:  # an actor that cannot be placed would wait for ever
+            raise ClusterError(f"the Ray cluster at executor.address={self.address} has no free CPU for this "
+                               f"run's actors ({cluster.cluster_resources().get('CPU', 0)} in all)",
+                               "start worker nodes with CPUs (`ray start --address=... --num-cpus=N`), or wait "
+                               "for other jobs of the cluster to end")
+        return min(self.n_jobs, cpus)

@@ -86,13 +86,18 @@ class _Loop:
     calls: int = 0
 
     def run(self, settings: dict[str, Any], found: Scan, todo: list[Slot], again: set[str]) -> None:
-        from hermes_exp.run import rescore
+        from hermes_exp.run import environments, rescore
         from hermes_exp.worker import task as worker
         from hermes_exp.model.probe import probe
+        from hermes_exp.worker import tracing
 
         ledger, guard, progress, redact = self.ledger, self.guard, self.progress, self.redact
         probe(settings["invocation"]["base_url"])
+        tracing.probe(settings)  # the OTLP collector, when the run exports its spans
         _preflight(settings, found.images, own_images=bool(getattr(found.source, "own_images", False)))
+        checked = environments.screen(self.executor, settings, ledger, found, todo)  # preflight=oracle
+        progress.total -= len(todo) - len(checked)  # broken tasks are recorded, never dispatched
+        todo = checked
         # What exists now (imports, config, the runtime: most of the heap) lives for the whole dispatch:
         # left out of the cyclic collector's full passes, which walked all of it several times a run.
         gc.freeze()
