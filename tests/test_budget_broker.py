@@ -4,12 +4,17 @@ socket, the real CLI with the mock model on every executor, a kill -9 and a resu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +22,8 @@ from conftest import request_count, run_cli, write_dataset
 from test_budget import PRICED
 from test_budget_money import served_cost, worst_call
 
-from hermes_exp.errors import ProviderError
+from hermes_exp.errors import BudgetExhausted, ProviderError
+from hermes_exp.executor.backends import DaskExecutor
 from hermes_exp.mock.server import MockServer
 from hermes_exp.money.broker import BrokerClient, serve
 from hermes_exp.money.journal import unaccounted
@@ -35,7 +41,7 @@ while True:
     except BudgetExhausted as exc:
         print(made, exc)
         break
-    time.sleep(0.02)
+    time.sleep(0.1)  # the call: long enough for the other processes to start booking meanwhile
     client.settle(ticket, 0.25)
     made += 1
 """
@@ -62,7 +68,7 @@ def test_worker_processes_book_in_one_budget_and_the_parent_journals_every_call(
     assert all("budget.max_cost_usd=5.0" in line for line in said)  # the parent's words, not a process's share
     totals, files = unaccounted(run_dir / "spend")  # the parent's journal, not the workers'
     assert len(files) == 1 and sum(totals.values()) == pytest.approx(made * 0.25)
-    assert {key for key, invocation in totals} == {"task-0", "task-1", "task-2"}
+    assert {key for key, invocation in totals} == {f"task-{i}" for i, line in enumerate(said) if line[0] != "0"}
 
 
 def test_a_wrong_key_or_a_closed_broker_makes_no_call(tmp_path: Path) -> None:
@@ -78,6 +84,38 @@ def test_a_wrong_key_or_a_closed_broker_makes_no_call(tmp_path: Path) -> None:
         client.reserve(0.1, "k")
     assert closed.value.transient and "executor.broker_host" in str(closed.value)
     assert broker.booking.budget.spent == pytest.approx(1.05)
+
+
+def test_a_worker_killed_mid_call_counts_at_its_worst_case_and_frees_those_waiting(tmp_path: Path) -> None:
+    """A node or process killed with a call in flight never settles it: its reservation counts as spent
+    (the call may have been billed) and a call waiting for that room is answered, not left hanging."""
+    settings, broker = serve(_settings(tmp_path / "run", max_cost_usd=2.0), "127.0.0.1", 2.0)  # $1 spent before
+    address = json.dumps(settings["invocation"]["broker"])
+    holder = subprocess.Popen([sys.executable, "-c", "import json, sys, time\n"
+                               "from hermes_exp.money.broker import BrokerClient\n"
+                               "client = BrokerClient(json.loads(sys.argv[1]))\n"
+                               "client.reserve(0.6, 'held'); print('held', flush=True)\n"
+                               "time.sleep(600)", address], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline() == "held\n"
+    waiting: list[BaseException] = []
+    thread = threading.Thread(target=lambda: _refused(BrokerClient(settings["invocation"]["broker"]), waiting))
+    thread.start()
+    time.sleep(0.5)
+    assert thread.is_alive(), waiting  # $1 + $0.6 held + $0.6 would pass $2: it waits for the call in flight
+    holder.kill()
+    holder.wait()
+    thread.join(timeout=10)
+    broker.close()
+    assert not thread.is_alive() and "$1.600000 spent of budget.max_cost_usd=2.0" in str(waiting[0])
+    totals, _ = unaccounted(tmp_path / "run" / "spend")
+    assert totals == {("held", 7): 0.6}  # the next invocation folds it in at its worst case too
+
+
+def _refused(client: BrokerClient, caught: list[BaseException]) -> None:
+    try:
+        client.reserve(0.6, "waits")
+    except BudgetExhausted as exc:
+        caught.append(exc)
 
 
 def test_the_sweep_budget_is_booked_by_the_parent_too(tmp_path: Path) -> None:
@@ -120,18 +158,22 @@ def test_kill_9_then_a_resume_stopped_by_the_budget_stays_under_it(tmp_path: Pat
     """Killed mid-run, then resumed until the budget stops it: what the mock served (what a provider would
     bill) stays under the limit, and the ledger counts at least that much."""
     data = write_dataset(tmp_path / "p.jsonl", [{"prompt": f"{NOTES}{i}\nLOOP"} for i in range(24)])
-    record, limit = tmp_path / "r.jsonl", 30.0  # ~10 calls; the dataset would need 96
-    args = [f"dataset.path={data}", "run_name=k9", f"executor={executor}", "num_workers=4", "max_turns=4",
+    # ~$3 a call, reserved at ~$5: the kill leaves ~$20 spent or in flight, the resume ~5 calls; 96 would be needed
+    record, limit = tmp_path / "r.jsonl", 40.0
+    args = [f"dataset.path={data}", "run_name=k9", f"executor={executor}", "num_workers=2", "max_turns=4",
             "filters=none", "distribution=terminal_only", "distribution.toolsets.file=0", "sandbox=local", *PRICED,
-            f"budget.max_cost_usd={limit}", *(["executor.n_workers=2"] if executor == "dask" else [])]
+            f"budget.max_cost_usd={limit}"]
     with MockServer(latency_ms=400, record_path=str(record)) as server:
         args.append(f"model.base_url={server.base_url}")
         _kill_after(args, tmp_path, record, calls=3)
         assert served_cost(record) > 0
+        killed = request_count(record)
         resumed = run_cli(tmp_path, *args, timeout=400)
         time.sleep(0.5)  # calls the kill tore are answered, and billed, all the same
         served = served_cost(record)
+    assert request_count(record) > killed + 2, resumed.stderr[-3000:]  # the resumed run made calls of its own
     assert resumed.returncode == 4 and "budget reached" in resumed.stderr, resumed.stderr[-3000:]
+    assert "share" not in resumed.stderr  # the run's one budget stopped it, not a process's part of it
     worst = worst_call(resumed.stderr)
     stats = json.loads((tmp_path / "outputs" / "k9" / "statistics.json").read_text())
     assert served <= limit + 1e-6, (served, resumed.stderr[-2000:])  # within the promise of + one call per session
@@ -150,3 +192,62 @@ def _kill_after(args: list[str], cwd: Path, record: Path, calls: int) -> None:
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
 
+
+
+@pytest.mark.slow
+def test_cluster_workers_that_cannot_see_the_run_directory_book_through_the_broker(tmp_path: Path) -> None:
+    """A Dask scheduler on this host's network address and a worker in a mount namespace of its own, with
+    a tmpfs over /tmp (the run directory and the parent's /tmp are not there): the broker listens on the
+    address that routes to the scheduler, the worker books every call through it, and the budget holds."""
+    host = _outward_address()
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-m", "true"]).returncode != 0:
+        pytest.skip("unshare -m (a mount namespace, root) is not available here: no worker without the run directory")
+    port = _free_port(host)
+    dask = str(Path(sys.executable).parent / "dask")
+    data = write_dataset(tmp_path / "p.jsonl", [{"prompt": f"{NOTES}{i}\nLOOP"} for i in range(12)])
+    record, limit = tmp_path / "r.jsonl", 40.0  # ~12 calls: three tasks of four calls each, of the 48 needed
+    hidden = "mount -t tmpfs tmpfs /tmp && cd / && exec " + f"{dask} worker tcp://{host}:{port} --nthreads 4 --no-nanny"
+    with _started([dask, "scheduler", "--host", host, "--port", str(port), "--no-dashboard"]), \
+            _started(["unshare", "-m", "sh", "-c", hidden]), MockServer(latency_ms=100, record_path=str(record)) as server:
+        result = run_cli(tmp_path, f"dataset.path={data}", "run_name=far", "executor=dask",
+                         f"executor.address=tcp://{host}:{port}", "num_workers=2", "max_turns=4", "filters=none",
+                         "distribution=terminal_only", "distribution.toolsets.file=0", "sandbox=local", *PRICED,
+                         f"budget.max_cost_usd={limit}", f"model.base_url={server.base_url}", timeout=300)
+        time.sleep(0.5)
+        served = served_cost(record)
+    assert result.returncode == 4 and "budget reached" in result.stderr, result.stderr[-3000:]
+    assert "share" not in result.stderr  # the parent's budget refused the worker's call, not a share of its own
+    assert DaskExecutor(address=f"tcp://{host}:{port}", n_jobs=2).broker_bind() == host  # not 127.0.0.1
+    stats = json.loads((tmp_path / "outputs" / "far" / "statistics.json").read_text())
+    assert limit - worst_call(result.stderr) < stats["spent_usd"] and served <= limit + 1e-6, (served, stats)
+    assert stats["kept"] >= 1  # tasks ran on the worker, their results reached the parent's ledger
+
+
+def _outward_address() -> str:
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect(("192.0.2.1", 9))  # TEST-NET: connecting a UDP socket sends nothing
+            address = probe.getsockname()[0]
+    except OSError:
+        address = "127.0.0.1"
+    if address.startswith("127."):
+        pytest.skip("this host has no network address but loopback: no cluster address to route to")
+    return address
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def _started(command: list[str]) -> Iterator[None]:
+    """A process for the length of the block, in a process group of its own (ended with it)."""
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        time.sleep(3)  # the scheduler listens, the worker joins (the run waits for workers all the same)
+        yield
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)

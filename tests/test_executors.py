@@ -44,6 +44,8 @@ def _most_at_once(db: Path) -> int:
     ("DaskExecutor", {"threads_per_worker": "8x"}, "executor.threads_per_worker='8x' must be a positive integer"),
     ("DaskExecutor", {"address": ""}, "executor.address='' must be a cluster address or null"),
     ("RayExecutor", {"num_cpus": -1}, "executor.num_cpus=-1 must be a positive integer"),
+    ("RayExecutor", {"broker_host": "10.0.0.1:9000"}, "executor.broker_host='10.0.0.1:9000' must be a host name"),
+    ("DaskExecutor", {"broker_host": ""}, "executor.broker_host='' must be a host name or IPv4 address"),
 ])
 def test_a_bad_executor_value_names_its_key(target: str, values: dict, says: str) -> None:
     """Refused by the constructor (which the CLI's instantiation turns into exit 2 with the fix), not

@@ -60,22 +60,34 @@ class Broker:
             threading.Thread(target=self._serve, args=(connection,), name="hx-broker-conn", daemon=True).start()
 
     def _serve(self, connection: Connection) -> None:
+        held: list[Ticket] = []  # this connection's calls reserved and not settled
         try:
             while True:
-                connection.send(self._answer(connection.recv()))
+                connection.send(self._answer(connection.recv(), held))
         except (EOFError, OSError):  # the worker went away, or the broker closed
             pass
         finally:
             with self._lock:
                 self._connections.discard(connection)
             connection.close()
+            self._drop(held)
 
-    def _answer(self, request: tuple[Any, ...]) -> tuple[Any, ...]:
+    def _drop(self, held: list[Ticket]) -> None:
+        """A worker gone mid-call (its process or node killed): its calls may have been billed, so each
+        counts at its worst case, and calls waiting for the room it held get it back or are refused."""
+        for reserved, _ in held:
+            self.booking.budget.settle(reserved, reserved)  # the journal keeps the call open: the fold agrees
+
+    def _answer(self, request: tuple[Any, ...], held: list[Ticket]) -> tuple[Any, ...]:
         try:
             if request[0] == "reserve":
-                return "ok", self.booking.reserve(float(request[1]), request[2])
+                held.append(self.booking.reserve(float(request[1]), request[2]))
+                return "ok", held[-1]
             if request[0] == "settle":
-                self.booking.settle(tuple(request[1]), float(request[2]))
+                ticket = tuple(request[1])
+                self.booking.settle(ticket, float(request[2]))
+                if ticket in held:
+                    held.remove(ticket)
                 return "ok", None
             return "failed", f"unknown request {request[0]!r}"
         except BudgetExhausted as exc:
