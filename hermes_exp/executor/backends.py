@@ -148,8 +148,9 @@ class RayExecutor(JoblibExecutor):
     Ray's joblib backend cannot return results as they finish, so this submits tasks itself, keeping
     `n_jobs` in flight (more would run at once: an actor runs as many as its threads allow) and taking
     whichever finishes first. They run in a fixed set of actors (one process each, `n_jobs` sessions
-    spread over at most one actor per CPU), so the number of processes that hold a share of the budget
-    is known, and stays that number for the whole run."""
+    spread over at most one actor per free CPU), so the number of processes that hold a share of the
+    budget is known, and never grows during the run: an actor lost with its node takes its share with it,
+    and its tasks run again on the others (ray_pool)."""
 
     def __init__(self, address: str | None = None, num_cpus: int | None = None, **kwargs: Any) -> None:
         super().__init__(backend="ray", **kwargs)
@@ -169,8 +170,8 @@ class RayExecutor(JoblibExecutor):
         actors: list[Any] = []
         try:
             count = self.processes(ray)
-            # one CPU each, spread: on the nodes that have CPUs, one per CPU (with none, every actor
-            # would sit on the driver's node); at most `count` actors, so each can start
+            # one CPU each, spread: on the nodes that have CPUs, one per CPU (with none they went to any
+            # node, the head's 0 CPUs too: seen with head + 2 nodes); at most `count`, so each can start
             host = ray.remote(num_cpus=1, scheduling_strategy="SPREAD",
                               max_concurrency=-(-self.n_jobs // count))(ray_pool.TaskHost)
             actors = [host.remote() for _ in range(count)]
