@@ -163,10 +163,7 @@ class RayExecutor(JoblibExecutor):
         ray = require("ray", _missing("ray", "ray"))
         started = not ray.is_initialized()
         if started:
-            # "local", not None: None joins whatever cluster /tmp/ray/ray_current_cluster names
-            # (another user's run, a stale `ray start`), with its code and its limits.
-            ray.init(address=self.address or "local", num_cpus=self.num_cpus, include_dashboard=False,
-                     log_to_driver=False, configure_logging=False)
+            self._join(ray)
         actors: list[Any] = []
         try:
             count = self.processes(ray)
@@ -182,6 +179,22 @@ class RayExecutor(JoblibExecutor):
                 ray.kill(actor)
             if started:
                 ray.shutdown()
+
+    def _join(self, ray: Any) -> None:
+        """Start a local Ray, or join the cluster at `address` (a wrong address, a cluster that is down, a
+        missing auth token: exit 2 with the fix, not Ray's traceback)."""
+        try:
+            # "local", not None: None joins whatever cluster /tmp/ray/ray_current_cluster names
+            # (another user's run, a stale `ray start`), with its code and its limits.
+            ray.init(address=self.address or "local", num_cpus=self.num_cpus, include_dashboard=False,
+                     log_to_driver=False, configure_logging=False)
+        except ConnectionError as exc:
+            cause = exc.__cause__ or exc
+            raise ConfigError(f"cannot join the Ray cluster at executor.address={self.address}: "
+                              f"{type(cause).__name__}: {str(cause).strip().splitlines()[-1]}",
+                              "check the address (`ray start --head` prints it; `ray status` on the head), and "
+                              "with Ray's token authentication give this process the cluster's token "
+                              "(RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH)") from None
 
     def processes(self, cluster: Any = None) -> int:
         """One actor process per free CPU of the cluster, at most one per session."""
