@@ -21,6 +21,7 @@ from ray_nodes import Cluster
 from test_budget import PRICED
 
 from hermes_exp.mock.server import MockServer
+from tests.sandbox.conftest import IMAGE, docker_problem, unavailable
 
 pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'hermes-exp[ray]')")
 
@@ -34,10 +35,10 @@ def _cannot_run_here() -> str | None:
         if not shutil.which(tool):
             return f"{tool} is not installed"
     probe = subprocess.run(["unshare", "--mount", "--uts", "--pid", "--fork", "true"], capture_output=True)
-    return f"cannot make namespaces: {probe.stderr.decode()}" if probe.returncode else None
+    return f"cannot make namespaces: {probe.stderr.decode()}" if probe.returncode else docker_problem()
 
 
-def _cli(tmp_path: Path, cluster: Cluster, base_url: str, data: Path, run_name: str, *extra: str) -> list[str]:
+def _cli(cluster: Cluster, base_url: str, data: Path, run_name: str, *extra: str) -> list[str]:
     return [f"dataset.path={data}", f"run_name={run_name}", "executor=ray", f"executor.address={cluster.address}",
             "num_workers=2", "sandbox=bwrap", "distribution=terminal_only", "filters=none", "max_turns=3",
             f"model.base_url={base_url}", *extra]
@@ -81,7 +82,7 @@ def _wait(predicate, timeout: float, what: str, proc: subprocess.Popen) -> None:
 def test_tasks_run_on_nodes_that_cannot_see_the_run_directory(tmp_path: Path) -> None:
     reason = _cannot_run_here()
     if reason:
-        pytest.skip(reason)
+        unavailable(reason)
     outputs = tmp_path / "outputs"
     outputs.mkdir()
     data = write_dataset(tmp_path / "p.jsonl", [{"prompt": f"Ray task {i}\n{PROBE}"} for i in range(10)])
@@ -100,7 +101,7 @@ def _lose_nodes_then_resume(tmp_path: Path, cluster: Cluster, base_url: str, dat
     node_a, node_b = cluster.add_worker("node-a", "127.0.0.2"), cluster.add_worker("node-b", "127.0.0.3")
     cluster.wait_started()
     assert not node_a.sees(tmp_path / "outputs") and not node_a.sees(tmp_path / "p.jsonl")
-    args = _cli(tmp_path, cluster, base_url, data, "r")
+    args = _cli(cluster, base_url, data, "r")
     first = subprocess.Popen([sys.executable, "-m", "hermes_exp.cli", *args], cwd=tmp_path, text=True,
                              env={**os.environ, **cluster.env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
@@ -133,12 +134,16 @@ def _lose_nodes_then_resume(tmp_path: Path, cluster: Cluster, base_url: str, dat
 
 def _budget_holds(tmp_path: Path, cluster: Cluster, server: MockServer, data: Path) -> None:
     """Two actors (one per live node), each with its share: together they stop within the limit; what the
-    mock served costs at most the limit plus one call's worst case per session."""
+    mock served costs at most the limit plus one call's worst case per session. The sandboxes are
+    containers this time, started by the nodes (on the one engine every node here shares)."""
     rows = [{"prompt": f"Budget ray task {i}\n{PROBE}"} for i in range(12)]
     budget_data = write_dataset(tmp_path / "b.jsonl", rows)
-    result = run_cli(tmp_path, *_cli(tmp_path, cluster, server.base_url, budget_data, "b", *PRICED,
-                                     "budget.max_cost_usd=6.0"), env=cluster.env, timeout=120)
+    result = run_cli(tmp_path, *_cli(cluster, server.base_url, budget_data, "b", *PRICED, "budget.max_cost_usd=6.0",
+                                     "sandbox=docker", f"sandbox.image={IMAGE}"), env=cluster.env, timeout=120)
     assert result.returncode == 4, result.stderr
+    kept = read_jsonl(tmp_path / "outputs" / "b" / "trajectories.jsonl")
+    tool_turns = [c["value"] for r in kept for c in r["conversations"] if c["from"] == "tool"]
+    assert len(tool_turns) == len(kept) and all('"exit_code": 0' in turn for turn in tool_turns), tool_turns
     assert "this process's 1/2 share" in result.stderr, result.stderr
     worst = float(re.search(r"could cost up to \$([0-9.]+)", result.stderr).group(1))
     served = [r for r in read_jsonl(tmp_path / "requests.jsonl") if r["status"] == 200 and "Budget ray task"
