@@ -27,6 +27,8 @@ pytest.importorskip("ray", reason="the ray extra is not installed (pip install '
 
 # In the sandbox: the node's hostname (its UTS namespace) and the mount behind /task (the task
 # directory, made by the node under its own /tmp: a tmpfs named after the node).
+# Enough tasks that node-a, up first, cannot finish them all while node-b's actor starts on a loaded machine.
+N = 16
 PROBE = "RUN: cat /proc/sys/kernel/hostname; grep ' /task ' /proc/self/mountinfo; sleep 1"
 
 
@@ -85,7 +87,7 @@ def test_tasks_run_on_nodes_that_cannot_see_the_run_directory(tmp_path: Path) ->
         unavailable(reason)
     outputs = tmp_path / "outputs"
     outputs.mkdir()
-    data = write_dataset(tmp_path / "p.jsonl", [{"prompt": f"Ray task {i}\n{PROBE}"} for i in range(10)])
+    data = write_dataset(tmp_path / "p.jsonl", [{"prompt": f"Ray task {i}\n{PROBE}"} for i in range(N)])
     cluster = Cluster(hidden=[outputs])
     with MockServer(latency_ms=50, record_path=str(tmp_path / "requests.jsonl")) as server:
         try:
@@ -109,7 +111,7 @@ def _lose_nodes_then_resume(tmp_path: Path, cluster: Cluster, base_url: str, dat
         _wait(lambda: _nodes_done(run_dir) == {"node-a", "node-b"}, 120, "a task done on each node", first)
         node_b.kill_raylet()  # node-b's task in flight runs again on node-a
         killed_at = done_rows(run_dir / "ledger.db")
-        _wait(lambda: done_rows(run_dir / "ledger.db") >= killed_at + 2, 60, "two more tasks done", first)
+        _wait(lambda: done_rows(run_dir / "ledger.db") > killed_at, 60, "one more task done", first)
         node_a.kill_raylet()  # no actor left: the run ends, its finished tasks saved
         _, stderr = first.communicate(timeout=60)
     finally:
@@ -118,7 +120,7 @@ def _lose_nodes_then_resume(tmp_path: Path, cluster: Cluster, base_url: str, dat
     assert "a Ray actor of this run died" in stderr and "every Ray actor of this run died" in stderr, stderr
     assert "Traceback" not in stderr, stderr
     before = _done(run_dir)
-    assert 4 <= len(before) < 10 and _nodes_done(run_dir) == {"node-a", "node-b"}
+    assert 3 <= len(before) < N and _nodes_done(run_dir) == {"node-a", "node-b"}
 
     cluster.add_worker("node-c", "127.0.0.4")
     cluster.add_worker("node-d", "127.0.0.5")
@@ -126,8 +128,8 @@ def _lose_nodes_then_resume(tmp_path: Path, cluster: Cluster, base_url: str, dat
     resumed = run_cli(tmp_path, *args, env=cluster.env, timeout=120)
     assert resumed.returncode == 0, resumed.stderr
     after = _done(run_dir)
-    assert len(after) == 10  # each task's result reached the ledger once
-    assert sorted(r["prompt_index"] for r in read_jsonl(run_dir / "trajectories.jsonl")) == list(range(10))
+    assert len(after) == N  # each task's result reached the ledger once
+    assert sorted(r["prompt_index"] for r in read_jsonl(run_dir / "trajectories.jsonl")) == list(range(N))
     assert all(after[key] == before[key] for key in before)  # finished work was not run again
     assert {_node_of(after[key][1]) for key in after.keys() - before.keys()} <= {"node-c", "node-d"}
 
