@@ -9,7 +9,10 @@ from hermes_exp.stops import RunStop
 # The ledger's error classes (what `resume.retry_errors` names). VERIFIER: a failed verification,
 # re-verified by every invocation, the agent never re-run.
 VERIFIER = "verifier"
-ERROR_CLASSES = ("provider", "sandbox", "model", "internal", "budget", VERIFIER)
+# BROKEN: preflight=oracle found the task's environment broken (its reference solution does not pass, or its
+# verifier cannot start): never sent to the model, not an agent's zero (hermes_exp/run/environments.py).
+BROKEN = "broken"
+ERROR_CLASSES = ("provider", "sandbox", "model", "internal", "budget", VERIFIER, BROKEN)
 
 
 class HermesExpError(Exception):
@@ -59,6 +62,12 @@ class SandboxError(HermesExpError):
 
     error_class = "sandbox"
     transient = True
+
+
+class BrokenTask(HermesExpError):
+    """preflight=oracle: the task's environment does not hold up (error class `broken`)."""
+
+    error_class = BROKEN
 
 
 class ModelError(HermesExpError):

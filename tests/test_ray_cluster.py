@@ -135,9 +135,9 @@ def _lose_nodes_then_resume(tmp_path: Path, cluster: Cluster, base_url: str, dat
 
 
 def _budget_holds(tmp_path: Path, cluster: Cluster, server: MockServer, data: Path) -> None:
-    """Two actors (one per live node), each with its share: together they stop within the limit; what the
-    mock served costs at most the limit plus one call's worst case per session. The sandboxes are
-    containers this time, started by the nodes (on the one engine every node here shares)."""
+    """Two actors (one per live node) book their calls in the parent's budget broker: the run stops within
+    the limit, and what the mock served costs at most the limit plus one call's worst case per session.
+    The sandboxes are containers this time, started by the nodes (on the one engine they all share)."""
     rows = [{"prompt": f"Budget ray task {i}\n{PROBE}"} for i in range(12)]
     budget_data = write_dataset(tmp_path / "b.jsonl", rows)
     result = run_cli(tmp_path, *_cli(cluster, server.base_url, budget_data, "b", *PRICED, "budget.max_cost_usd=6.0",
@@ -146,7 +146,6 @@ def _budget_holds(tmp_path: Path, cluster: Cluster, server: MockServer, data: Pa
     kept = read_jsonl(tmp_path / "outputs" / "b" / "trajectories.jsonl")
     tool_turns = [c["value"] for r in kept for c in r["conversations"] if c["from"] == "tool"]
     assert len(tool_turns) == len(kept) and all('"exit_code": 0' in turn for turn in tool_turns), tool_turns
-    assert "this process's 1/2 share" in result.stderr, result.stderr
     worst = float(re.search(r"could cost up to \$([0-9.]+)", result.stderr).group(1))
     served = [r for r in read_jsonl(tmp_path / "requests.jsonl") if r["status"] == 200 and "Budget ray task"
               in json.dumps(r["body"])]

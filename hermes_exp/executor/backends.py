@@ -5,6 +5,7 @@ joblib's backends. In every case the parent process stays the ledger's only writ
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, ExitStack, nullcontext
 from typing import Any, TypeVar
@@ -41,8 +42,13 @@ class JoblibExecutor:
         return nullcontext()
 
     def processes(self, cluster: Any = None) -> int:
-        """How many worker processes share the run's work (each builds its own client and budget)."""
+        """How many worker processes share the run's work (each builds its own client and rate limiter)."""
         return 1 if self.backend == "threading" else self.n_jobs
+
+    def broker_bind(self) -> str | None:
+        """The address of this host at which worker processes reach the run's budget broker
+        (money/broker.py); None when the workers are this process's threads, which book directly."""
+        return None if self.backend == "threading" else "127.0.0.1"
 
     def map_unordered(self, fn: Callable[..., R], settings: dict[str, Any],
                       tasks: Iterable[Any]) -> Iterator[R]:
@@ -86,6 +92,29 @@ def _address(section: Section) -> str | None:
                       "set executor.address=tcp://host:8786 (dask) or auto (ray), or null for a local cluster")
 
 
+def _broker_host(section: Section) -> str | None:
+    host = section.raw.get("broker_host")
+    if host is None or (isinstance(host, str) and host.strip() and not any(c in host for c in "/: ")):
+        return host
+    raise ConfigError(f"executor.broker_host={host!r} must be a host name or IPv4 address of this machine (no port), "
+                      "or null", "set executor.broker_host=<an address of this host the cluster's workers can reach>, "
+                      "or null to take the one on the route to executor.address")
+
+
+def _towards(address: str) -> str:
+    """This host's address on its route to a cluster `address` (tcp://host:port, host:port): the source
+    address a UDP socket connected there takes (connecting one sends nothing)."""
+    host = address.split("://")[-1].rsplit(":", 1)[0].strip("[]")
+    try:
+        target = socket.getaddrinfo(host, 9, type=socket.SOCK_DGRAM)[0]
+        with socket.socket(target[0], socket.SOCK_DGRAM) as probe:
+            probe.connect(target[4])
+            return probe.getsockname()[0]
+    except OSError as exc:
+        raise ConfigError(f"executor.address={address!r}: no route from this host to {host!r} ({exc})",
+                          "check the cluster's address, or set executor.broker_host=<this host's address>") from exc
+
+
 def _missing(package: str, extra: str) -> ConfigError:
     return ConfigError(f"executor needs the {package!r} package, which is not installed",
                        f"pip install 'hermes-exp[{extra}]', or use executor=threads")
@@ -95,11 +124,12 @@ class DaskExecutor(JoblibExecutor):
     """Tasks on a Dask cluster: `address` of a scheduler, or a LocalCluster of `n_workers` processes."""
 
     def __init__(self, address: str | None = None, n_workers: int = 2, threads_per_worker: int = 8,
-                 **kwargs: Any) -> None:
+                 broker_host: str | None = None, **kwargs: Any) -> None:
         super().__init__(backend="dask", **kwargs)
         section = Section("executor", {"address": address, "n_workers": n_workers,
-                                       "threads_per_worker": threads_per_worker})
+                                       "threads_per_worker": threads_per_worker, "broker_host": broker_host})
         self.address = _address(section)
+        self.broker_host = _broker_host(section)
         self.n_workers = section.number("n_workers", integer=True, positive=True, required=True,
                                         unit="LocalCluster worker processes")
         self.threads_per_worker = section.number("threads_per_worker", integer=True, positive=True, required=True,
@@ -121,6 +151,10 @@ class DaskExecutor(JoblibExecutor):
         LocalCluster of 2 x 8 ran 16 sessions for num_workers=3, and a big cluster hundreds): it only ever
         holds what was dispatched, so n_jobs tasks of one each are dispatched, and one more as each ends."""
         return {"pre_dispatch": self.n_jobs, "batch_size": 1}
+
+    def broker_bind(self) -> str | None:
+        """`broker_host`, or this host's address on its route to the scheduler (127.0.0.1 for a LocalCluster)."""
+        return self.broker_host or (_towards(self.address) if self.address else "127.0.0.1")
 
     def processes(self, cluster: Any = None) -> int:
         """The cluster's worker processes when the run starts (a LocalCluster: `n_workers`)."""
@@ -148,14 +182,18 @@ class RayExecutor(JoblibExecutor):
     Ray's joblib backend cannot return results as they finish, so this submits tasks itself, keeping
     `n_jobs` in flight (more would run at once: an actor runs as many as its threads allow) and taking
     whichever finishes first. They run in a fixed set of actors (one process each, `n_jobs` sessions
-    spread over at most one actor per free CPU), so the number of processes that hold a share of the
-    budget is known, and never grows during the run: an actor lost with its node takes its share with it,
-    and its tasks run again on the others (ray_pool)."""
+    spread over at most one actor per free CPU), so the number of processes that share the rate limits
+    is known, and never grows during the run: an actor lost with its node takes nothing with it but the
+    conversations it had in flight, which run again on the others (ray_pool). Every actor books its calls
+    in the parent's budget broker (money/broker.py), at `broker_bind()`."""
 
-    def __init__(self, address: str | None = None, num_cpus: int | None = None, **kwargs: Any) -> None:
+    def __init__(self, address: str | None = None, num_cpus: int | None = None, broker_host: str | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(backend="ray", **kwargs)
-        section = Section("executor", {"address": address, "num_cpus": num_cpus}, null="for the machine's")
+        section = Section("executor", {"address": address, "num_cpus": num_cpus, "broker_host": broker_host},
+                          null="for the machine's")
         self.address = _address(section)
+        self.broker_host = _broker_host(section)
         self.num_cpus = section.number("num_cpus", None, integer=True, positive=True, unit="CPUs of a local Ray")
 
     def map_unordered(self, fn: Callable[..., R], settings: dict[str, Any],
@@ -195,6 +233,15 @@ class RayExecutor(JoblibExecutor):
                               "check the address (`ray start --head` prints it; `ray status` on the head), and "
                               "with Ray's token authentication give this process the cluster's token "
                               "(RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH)") from None
+
+    def broker_bind(self) -> str | None:
+        """`broker_host`, or this host's address on its route to the head (the node address Ray itself picks
+        for this host when the head is here: `auto`); 127.0.0.1 for a local Ray."""
+        if self.broker_host or not self.address:
+            return self.broker_host or "127.0.0.1"
+        if self.address == "auto":
+            return require("ray", _missing("ray", "ray")).util.get_node_ip_address()
+        return _towards(self.address)
 
     def processes(self, cluster: Any = None) -> int:
         """One actor process per free CPU of the cluster, at most one per session."""
