@@ -184,8 +184,8 @@ class RayExecutor(JoblibExecutor):
     whichever finishes first. They run in a fixed set of actors (one process each, `n_jobs` sessions
     spread over at most one actor per free CPU), so the number of processes that share the rate limits
     is known, and never grows during the run: an actor lost with its node takes nothing with it but the
-    conversations it had in flight, which run again on the others (ray_pool). Every actor books its calls
-    in the parent's budget broker (money/broker.py), at `broker_bind()`."""
+    conversations it had in flight, left pending for the next invocation (ray_pool). Every actor books its
+    calls in the parent's budget broker (money/broker.py), at `broker_bind()`."""
 
     def __init__(self, address: str | None = None, num_cpus: int | None = None, broker_host: str | None = None,
                  **kwargs: Any) -> None:
