@@ -8,7 +8,9 @@ another Ray on the machine (`ray stop` would)."""
 from __future__ import annotations
 
 import os
+import secrets
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -35,6 +37,8 @@ class Node:
     name: str
     proc: subprocess.Popen
     log: Path
+    argv: list[str]  # to start it again
+    env: dict[str, str]
 
     def pid_in_namespace(self, comm: str) -> int | None:
         """The host pid of this node's process named `comm` (e.g. raylet), or None."""
@@ -64,13 +68,11 @@ class Node:
         os.kill(pid, signal.SIGKILL)
 
     def stop(self) -> None:
+        """SIGKILL to `unshare` (which ignores SIGTERM while it waits): --kill-child then kills the
+        namespace's pid 1, and with it every process of the node."""
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)  # unshare --kill-child: SIGKILL to the namespace's pid 1
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+            self.proc.kill()
+        self.proc.wait(timeout=30)
 
 
 def _child_of(pid: int) -> int | None:
@@ -89,6 +91,11 @@ class Cluster:
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="hxray-")))  # short: socket paths
     port: int = field(default_factory=free_port)
     nodes: list[Node] = field(default_factory=list)
+    # Ray's token authentication, with a token of this cluster's own in the environment of its nodes and
+    # its drivers (never ~/.ray/auth_token, which other clusters on the machine read)
+    env: dict[str, str] = field(default_factory=lambda: {"RAY_AUTH_MODE": "token",
+                                                         "RAY_AUTH_TOKEN": secrets.token_hex(32),
+                                                         "RAY_USAGE_STATS_ENABLED": "0"})
 
     @property
     def address(self) -> str:
@@ -98,7 +105,7 @@ class Cluster:
         argv = [RAY, "start", "--head", f"--port={self.port}", "--node-ip-address=127.0.0.1", "--num-cpus=0",
                 f"--temp-dir={self.workdir / 'head'}", "--include-dashboard=false", "--disable-usage-stats",
                 "--block"]
-        return self._spawn("head", ["unshare", "--pid", "--fork", "--kill-child"], argv, HEAD_ENV)
+        return self._spawn("head", ["unshare", "--pid", "--fork", "--kill-child"], argv, {**self.env, **HEAD_ENV})
 
     def add_worker(self, name: str, ip: str) -> Node:
         """A worker node on its own loopback address (so the driver never takes it for its local node),
@@ -110,26 +117,34 @@ class Cluster:
                             "--disable-usage-stats", "--block"])
         script = f"hostname {shlex.quote(name)} && {mounts} && exec {start}"
         wrap = ["unshare", "--mount", "--uts", "--pid", "--fork", "--kill-child", "--mount-proc"]
-        return self._spawn(name, wrap, ["sh", "-c", script], {})
+        return self._spawn(name, wrap, ["sh", "-c", script], self.env)
 
     def _spawn(self, name: str, wrap: list[str], argv: list[str], env: dict[str, str]) -> Node:
         log = self.workdir / f"{name}.log"
-        with log.open("wb") as out:
-            proc = subprocess.Popen([*wrap, *argv], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env={**os.environ, **env, "RAY_USAGE_STATS_ENABLED": "0"})
-        node = Node(name, proc, log)
+        node = Node(name, self._popen([*wrap, *argv], log, env), log, [*wrap, *argv], env)
         self.nodes.append(node)
         return node
 
-    def wait_started(self, timeout: float = 120) -> None:
-        """Until every node's `ray start` said its runtime started (registered with the head)."""
+    @staticmethod
+    def _popen(argv: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:
+        with log.open("ab") as out:
+            return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    env={**os.environ, **env})
+
+    def wait_started(self, timeout: float = 180) -> None:
+        """Until every node's `ray start` said its runtime started (registered with the head). A node
+        whose raylet took longer than Ray's fixed 30 s to register (a loaded machine) is started again."""
         deadline = time.monotonic() + timeout
         for node in self.nodes:
             while b"Ray runtime started" not in node.log.read_bytes():
-                assert node.proc.poll() is None, f"node {node.name} exited: {node.log.read_text()[-3000:]}"
                 assert time.monotonic() < deadline, f"node {node.name} did not start: {node.log.read_text()[-3000:]}"
+                if node.proc.poll() is not None:
+                    assert b"timed out during startup" in node.log.read_bytes(), \
+                        f"node {node.name} exited: {node.log.read_text()[-3000:]}"
+                    node.proc = self._popen(node.argv, node.log, node.env)
                 time.sleep(0.2)
 
     def stop(self) -> None:
         for node in reversed(self.nodes):
             node.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)

@@ -89,6 +89,16 @@ def test_command_failures_are_verifier_errors(box, verify: str, message: str) ->
     assert score.error and message in score.error and score.passed is None and score.reward is None
 
 
+def test_a_missing_folder_names_the_host_that_looked(box, tmp_path) -> None:
+    """On a cluster the node running the task reads a row's folders: the error says which host had none."""
+    import socket
+
+    with pytest.raises(ConfigError) as err:
+        put_files(box, "fixtures/absent", str(tmp_path), "", "files")
+    assert f"{tmp_path}/fixtures/absent, which does not exist on host {socket.gethostname()}" in str(err.value)
+    assert "every node that runs tasks needs the dataset's folders" in err.value.hint
+
+
 def test_files_archive_and_restore_keep_modes(box, tmp_path) -> None:
     put_files(box, {"bin/run.sh": "#!/bin/sh\necho ran\n", "data/x.txt": "x"}, ".")
     packed, note = archive_workdir(box, 1 << 20)

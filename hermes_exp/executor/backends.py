@@ -182,9 +182,10 @@ class RayExecutor(JoblibExecutor):
     Ray's joblib backend cannot return results as they finish, so this submits tasks itself, keeping
     `n_jobs` in flight (more would run at once: an actor runs as many as its threads allow) and taking
     whichever finishes first. They run in a fixed set of actors (one process each, `n_jobs` sessions
-    spread over at most one actor per CPU), so the number of processes that share the rate limits
-    is known, and stays that number for the whole run. Every actor books its calls in the parent's
-    budget broker (money/broker.py), at `broker_bind()`."""
+    spread over at most one actor per free CPU), so the number of processes that share the rate limits
+    is known, and never grows during the run: an actor lost with its node takes nothing with it but the
+    conversations it had in flight, left pending for the next invocation (ray_pool). Every actor books its
+    calls in the parent's budget broker (money/broker.py), at `broker_bind()`."""
 
     def __init__(self, address: str | None = None, num_cpus: int | None = None, broker_host: str | None = None,
                  **kwargs: Any) -> None:
@@ -200,15 +201,12 @@ class RayExecutor(JoblibExecutor):
         ray = require("ray", _missing("ray", "ray"))
         started = not ray.is_initialized()
         if started:
-            # "local", not None: None joins whatever cluster /tmp/ray/ray_current_cluster names
-            # (another user's run, a stale `ray start`), with its code and its limits.
-            ray.init(address=self.address or "local", num_cpus=self.num_cpus, include_dashboard=False,
-                     log_to_driver=False, configure_logging=False)
+            self._join(ray)
         actors: list[Any] = []
         try:
             count = self.processes(ray)
-            # one CPU each, spread: on the nodes that have CPUs, one per CPU (with none, every actor
-            # would sit on the driver's node); at most `count` actors, so each can start
+            # one CPU each, spread: on the nodes that have CPUs, one per CPU (with none they went to any
+            # node, the head's 0 CPUs too: seen with head + 2 nodes); at most `count`, so each can start
             host = ray.remote(num_cpus=1, scheduling_strategy="SPREAD",
                               max_concurrency=-(-self.n_jobs // count))(ray_pool.TaskHost)
             actors = [host.remote() for _ in range(count)]
@@ -219,6 +217,22 @@ class RayExecutor(JoblibExecutor):
                 ray.kill(actor)
             if started:
                 ray.shutdown()
+
+    def _join(self, ray: Any) -> None:
+        """Start a local Ray, or join the cluster at `address` (a wrong address, a cluster that is down, a
+        missing auth token: exit 2 with the fix, not Ray's traceback)."""
+        try:
+            # "local", not None: None joins whatever cluster /tmp/ray/ray_current_cluster names
+            # (another user's run, a stale `ray start`), with its code and its limits.
+            ray.init(address=self.address or "local", num_cpus=self.num_cpus, include_dashboard=False,
+                     log_to_driver=False, configure_logging=False)
+        except ConnectionError as exc:
+            cause = exc.__cause__ or exc
+            raise ConfigError(f"cannot join the Ray cluster at executor.address={self.address}: "
+                              f"{type(cause).__name__}: {str(cause).strip().splitlines()[-1]}",
+                              "check the address (`ray start --head` prints it; `ray status` on the head), and "
+                              "with Ray's token authentication give this process the cluster's token "
+                              "(RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH)") from None
 
     def broker_bind(self) -> str | None:
         """`broker_host`, or this host's address on its route to the head (the node address Ray itself picks

@@ -1,7 +1,8 @@
 """The Ray executor's actors and the tasks each holds: a task goes to the least busy actor, results come
-back as they finish, and a task whose actor died (its node lost, its raylet or process killed) runs again
-on an actor that is still alive. The parent keeps every task until its result is in hand, so a lost node
-loses only the work in flight on it, never a result that reached the parent."""
+back as they finish. A task whose actor died (its node lost, its raylet or process killed) is left
+pending for the next invocation rather than run again in this one: the journal of this invocation then
+counts what its calls cost (a key whose result this invocation records is taken as fully accounted for).
+The run goes on with the actors left; at its end, or when none is left, ClusterError says what was lost."""
 
 from __future__ import annotations
 
@@ -12,8 +13,6 @@ from typing import Any
 from hermes_exp.errors import ClusterError
 
 log = logging.getLogger(__name__)
-
-RERUNS = 2  # how often one task may lose its actor before the run gives up on the cluster
 
 
 class TaskHost:
@@ -30,39 +29,39 @@ class _Pool:
         self.ray, self.actors, self.fn = ray, actors, fn
         self.shared = ray.put(settings)  # sent to the cluster once, not with every task
         self.load = dict.fromkeys(range(len(actors)), 0)  # live actors only
-        self.held: dict[Any, tuple[int, Any, int]] = {}  # ref -> (actor, task, times it lost its actor)
+        self.held: dict[Any, int] = {}  # ref -> the actor running it
+        self.lost = 0  # tasks whose actor died
         # what a dead actor's tasks raise: its process or node is gone, or so is the result it stored there
         self.lost_errors = (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError)
 
-    def submit(self, task: Any, lost: int = 0) -> Any:
+    def submit(self, task: Any) -> Any:
         index = min(self.load, key=self.load.__getitem__)  # the least busy actor
         self.load[index] += 1
         ref = self.actors[index].run.remote(self.fn, self.shared, task)
-        self.held[ref] = (index, task, lost)
+        self.held[ref] = index
         return ref
 
     def take(self, ref: Any) -> tuple[bool, Any]:
-        """(True, the result) of a finished task; (False, its new ref) when it lost its actor and was
-        handed to another. Raises ClusterError when no actor is left, or the task lost too many."""
-        index, task, lost = self.held.pop(ref)
+        """(True, the result) of a finished task; (False, None) when it lost its actor. Raises ClusterError
+        when no actor is left."""
+        index = self.held.pop(ref)
         try:
             value = self.ray.get(ref)
         except self.lost_errors as exc:
+            self.lost += 1
             self._drop(index, exc)
-            if lost >= RERUNS:
-                raise ClusterError(f"a task lost its Ray actor {lost + 1} times (last: {_first_line(exc)})",
-                                   _RESUME) from None
-            return False, self.submit(task, lost + 1)
+            return False, None
         self.load[index] -= 1
         return True, value
 
     def _drop(self, index: int, exc: BaseException) -> None:
         if self.load.pop(index, None) is None:
             return  # another of its tasks already told
-        log.warning("a Ray actor of this run died (%s); its tasks in flight run again on the %d left",
-                    _first_line(exc), len(self.load))
+        log.warning("a Ray actor of this run died (%s); its tasks in flight stay pending for the next "
+                    "invocation, the others run on the %d left", _first_line(exc), len(self.load))
         if not self.load:
-            raise ClusterError(f"every Ray actor of this run died (last: {_first_line(exc)})", _RESUME)
+            raise ClusterError(f"every Ray actor of this run died (last: {_first_line(exc)}); the tasks in "
+                               "flight on them stay pending", _RESUME)
 
 
 _RESUME = ("finished tasks are saved in the ledger; check the cluster (`ray status`), then run the same "
@@ -83,10 +82,11 @@ def map_unordered(ray: Any, actors: list[Any], fn: Callable[..., Any], settings:
     while in_flight:
         done, in_flight = ray.wait(in_flight, num_returns=1)
         finished, value = pool.take(done[0])
-        if not finished:
-            in_flight.append(value)
-            continue
-        yield value
-        for task in tasks:
+        if finished:
+            yield value
+        for task in tasks:  # one more in flight for each that ended, finished or lost
             in_flight.append(pool.submit(task))
             break
+    if pool.lost:
+        raise ClusterError(f"{pool.lost} task(s) were in flight on Ray actors that died (their node lost): "
+                           "they stay pending", _RESUME)

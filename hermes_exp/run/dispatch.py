@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from hermes_exp.dataset.tasks import Scan, Slot, Task, stream_tasks
+from hermes_exp.errors import ClusterError
 from hermes_exp.model.clients import model_endpoint
 from hermes_exp.money import broker as budget_broker
 from hermes_exp.money.journal import fold_into
 from hermes_exp.run.guard import RunGuard
 from hermes_exp.run.signals import StopSignals
-from hermes_exp.run.summary import EXIT_INTERRUPTED, EXIT_OK
+from hermes_exp.run.summary import EXIT_INTERRUPTED, EXIT_OK, EXIT_TASK_ERRORS
 from hermes_exp.sandbox.auto import runs_on_host
 from hermes_exp.sandbox.reaper import Watchdog
 from hermes_exp.settings.instantiation import construct
@@ -50,7 +51,7 @@ def dispatch(settings: dict[str, Any], ledger: Ledger, found: Scan, todo: list[S
     progress = Progress(total=len(todo), already=total - len(todo), label=label, spent_before=guard.spent)
     loop = _Loop(ledger, guard, progress, executor, filters, Redactor.from_env(settings))
     invocation = ledger.start_invocation()
-    interrupted = False
+    code = EXIT_OK
     with model_endpoint(settings) as base_url, Watchdog(run_id):
         settings = {**settings, "invocation": {**settings.get("invocation", {}), "base_url": base_url,
                                                "run_id": run_id, "spent_usd": guard.spent, "id": invocation,
@@ -59,7 +60,10 @@ def dispatch(settings: dict[str, Any], ledger: Ledger, found: Scan, todo: list[S
         try:
             loop.run(settings, found, todo, again)
         except KeyboardInterrupt:
-            interrupted = True
+            code = EXIT_INTERRUPTED
+        except ClusterError as exc:  # workers lost with their nodes: what finished is still exported
+            print(f"error: {exc}", file=sys.stderr)
+            code = EXIT_TASK_ERRORS
         finally:
             gc.unfreeze()  # collectable again once the run is over (a sweep's next job, the export)
             stop.shield()  # a second Ctrl-C from here on only skips the grace period
@@ -69,7 +73,7 @@ def dispatch(settings: dict[str, Any], ledger: Ledger, found: Scan, todo: list[S
                 broker.close()
             fold_into(ledger, ledger.path.parent)  # calls of tasks whose results never came back
             ledger.finish_invocation(invocation, loop.ran, loop.calls)
-    return EXIT_INTERRUPTED if interrupted else EXIT_OK
+    return code
 
 
 @dataclass

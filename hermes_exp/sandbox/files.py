@@ -12,6 +12,7 @@ import inspect
 import io
 import json
 import posixpath
+import socket
 import tarfile
 import time
 from pathlib import Path
@@ -28,9 +29,12 @@ def _resolve_folder(spec: str, base_dir: str, field: str) -> Path:
     if not folder.is_absolute():
         folder = Path(base_dir) / folder
     if not folder.is_dir():
-        raise ConfigError(f"row field `{field}` names the folder {folder}, which does not exist",
+        # named with the host: on a cluster (executor=ray|dask) the node running the task reads it
+        raise ConfigError(f"row field `{field}` names the folder {folder}, which does not exist on host "
+                          f"{socket.gethostname()}",
                           f"give `{field}` as an existing folder (absolute, or relative to the dataset file) "
-                          "or as a map {\"path\": \"content\"}")
+                          "or as a map {\"path\": \"content\"}; on a cluster, every node that runs tasks "
+                          "needs the dataset's folders at the same path (a shared filesystem or a copy)")
     return folder
 
 
