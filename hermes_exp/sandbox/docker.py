@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from hermes_exp.errors import ConfigError, SandboxError
+from hermes_exp.sandbox.docker_compat import EngineFacts, probe
 from hermes_exp.sandbox.docker_engine import (OWNER_LABEL, RUN_LABEL, TASK_LABEL, _engine_errors, check_runtime,
                                               connect, quietly_kill, quietly_remove, reap)
 from hermes_exp.sandbox.docker_images import ImageCache
@@ -50,6 +51,7 @@ class DockerSandboxFactory:
         self._start_rate = StartRate(o["max_starts_per_second"])
         self._lock = threading.Lock()
         self._client: Any = None
+        self._facts = EngineFacts()  # what the engine is (docker_compat), learned with the client
         self._images = ImageCache(self._api, o["pull_timeout"])
         self._builder = ImageBuilder(self._api, _engine_errors, base_dir, o["max_builds"])  # a row's container.build
         self.pool = WarmPool(o["warm_pool"], self._make_pooled, lambda cid: quietly_remove(self._api(), cid),
@@ -81,6 +83,7 @@ class DockerSandboxFactory:
                 client = connect(self._base_url, pool_size=2 * max(self._max, 8) + 4 + self.pool.size)
                 try:
                     check_runtime(client.api, self._limits.runtime)  # a bad sandbox.runtime: before any container
+                    self._facts = probe(client.api, self._limits.runtime, self._limits.network, _engine_errors())
                 except BaseException:
                     client.close()
                     raise
@@ -119,7 +122,7 @@ class DockerSandboxFactory:
             if name not in self._env:
                 env.pop(name)  # keep the image's own PATH (conda, venvs, ...); a task image's HOME
         return DockerSandbox(self._api(), cid, workdir=workdir, env=env,
-                             output_limit=self._output_limit,
+                             output_limit=self._output_limit, own_session=self._facts.podman,
                              on_close=self._closer(networked(self._limits, row.get("container") or {})))
 
     def _closer(self, on_network: bool) -> Any:

@@ -17,17 +17,27 @@ from hermes_exp.sandbox.process import read_bounded
 log = logging.getLogger(__name__)
 
 KILL_GRACE = 5.0  # seconds to wait for an exec's stream to end after killing its processes
+# Podman ends an exec's output stream when its command exits, background children or not, so they
+# would outlive it unseen. There the command ($0) runs in a session of its own (setsid from the
+# exec's shell, not a group leader, starts it in place: see docker_background), which records its id
+# and is killed, children and all, when the command ends; its exit code is kept. Without setsid in
+# the image, or without a writable /tmp, the command runs as it does under Docker.
+SESSION = ('f=/tmp/.hx-exec-$$; if command -v setsid >/dev/null 2>&1; then '
+           'setsid sh -c \'echo $$ 2>/dev/null > "$1"; exec sh -c "$0"\' "$0" "$f"; rc=$?; '
+           'read -r g 2>/dev/null < "$f" && kill -9 -"$g" 2>/dev/null; rm -f "$f"; exit $rc; '
+           'else exec sh -c "$0"; fi')
 
 
 def run_exec(api: Any, cid: str, command: str, timeout: float, *, workdir: str, env: dict[str, str],
-             output_limit: int) -> ExecResult:
+             output_limit: int, own_session: bool = False) -> ExecResult:
     """Stream the output in a thread while watching the clock and the command. When the command
     ends but background children keep its output open, or on timeout, every process of the
     container but pid 1 is killed (`kill -9 -1`, so one command at a time per sandbox), as the
-    local backend kills the command's process group."""
+    local backend kills the command's process group. `own_session`: see SESSION."""
+    argv = ["sh", "-c", SESSION, command] if own_session else ["sh", "-c", command]
     with tempfile.TemporaryFile() as out:  # like run_group: a flood of output costs disk, not memory
         try:
-            exec_id = api.exec_create(cid, ["sh", "-c", command], workdir=workdir, environment=env)["Id"]
+            exec_id = api.exec_create(cid, argv, workdir=workdir, environment=env)["Id"]
             stream = api.exec_start(exec_id, stream=True)
             flooded = threading.Event()
             reader = threading.Thread(target=_spool, args=(stream, out, flooded), daemon=True)

@@ -22,10 +22,13 @@ class DockerSandbox:
     the background processes' streams) after; nothing of it is used again."""
 
     def __init__(self, api: Any, container_id: str, *, workdir: str, env: dict[str, str],
-                 output_limit: int, on_close: Any) -> None:
+                 output_limit: int, on_close: Any, own_session: bool = False) -> None:
+        """`own_session`: run each command in a session of its own, killed when it ends (Podman:
+        docker_exec.SESSION)."""
         self.container_id = container_id
         self.workdir = workdir
         self._api, self._env, self._output_limit = api, env, output_limit
+        self._own_session = own_session
         self._on_close = on_close
         self.background = BackgroundSet()
         self.closed = False
@@ -38,7 +41,7 @@ class DockerSandbox:
         """See docker_exec.run_exec: one command at a time per sandbox."""
         self._check_open()
         return run_exec(self._api, self.container_id, command, timeout, workdir=self.workdir, env=self._env,
-                        output_limit=self._output_limit)
+                        output_limit=self._output_limit, own_session=self._own_session)
 
     def spawn(self, command: str) -> Any:
         """Start `command` in the background in this container (a timed-out exec() kills it too:

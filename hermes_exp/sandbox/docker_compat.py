@@ -1,0 +1,80 @@
+"""Engines behind the Docker API that are not Docker's dockerd, and runtimes that are not runc: what
+each needs, learned from the engine once before any container. Podman's service (`podman system
+service`) ends an exec's output stream when its command exits, even while background children hold
+it open, so commands there run in a session of their own that is killed when they end; rootless
+Podman on cgroup v1 ignores every resource limit (a warning says so); gVisor's runsc under dockerd
+needs `--network=none` among its runtimeArgs for containers without a network."""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+from dataclasses import dataclass
+from typing import Any
+
+from hermes_exp.errors import ConfigError, SandboxError
+
+log = logging.getLogger(__name__)
+
+GVISOR_FIX = ('register it with runsc\'s own flag in the engine\'s daemon.json: "runtimes": {"runsc": {"path": '
+              '"/usr/bin/runsc", "runtimeArgs": ["--network=none"]}} (then restart dockerd), or run under Podman '
+              "(sandbox.base_url=unix:///path/podman.sock), or set sandbox.network=true")
+
+
+@dataclass(frozen=True)
+class EngineFacts:
+    podman: bool = False
+    rootless: bool = False
+    cgroup_v1: bool = False
+
+
+def engine_facts(api: Any) -> EngineFacts:
+    """Which engine answers: Podman names itself among the version's components."""
+    versions = {str(c.get("Name")): str(c.get("Version")) for c in api.version().get("Components") or []}
+    if "Podman Engine" not in versions:
+        return EngineFacts()
+    host = _libpod_info(api, versions["Podman Engine"]).get("host") or {}
+    security = host.get("security") or {}
+    return EngineFacts(podman=True, rootless=bool(security.get("rootless")),
+                       cgroup_v1=str(host.get("cgroupVersion")) == "v1")
+
+
+def _libpod_info(api: Any, version: str) -> dict[str, Any]:
+    """Podman's own /libpod/info (its Docker-compatible /info reports limits it then ignores)."""
+    response = api.get(f"{api.base_url}/v{version}/libpod/info", timeout=30)
+    if response.status_code != 200:
+        log.warning("the Podman engine did not answer /libpod/info (HTTP %s)", response.status_code)
+        return {}
+    return response.json()
+
+
+def check_engine(api: Any, facts: EngineFacts, runtime: str | None, network: bool) -> None:
+    """Refuse a runtime that would fail every container; warn about limits the engine will not enforce."""
+    if facts.rootless and facts.cgroup_v1:
+        log.warning("the container engine is rootless Podman on cgroup v1: it ignores sandbox.memory_mb, "
+                    "sandbox.cpus and sandbox.pids_limit (\"Resource limits are not supported and ignored on "
+                    "cgroups V1 rootless systems\"); run it rootful, or rootless on a cgroup v2 host, to enforce them")
+    if runtime is None or facts.podman:
+        return  # Podman gives runsc a network namespace of its own: no flag needed
+    entry = (api.info().get("Runtimes") or {}).get(runtime) or {}
+    if posixpath.basename(str(entry.get("path") or "")) != "runsc":
+        return
+    args = [str(a) for a in entry.get("runtimeArgs") or []]
+    no_network = "--network=none" in args or any(a == "--network" and b == "none" for a, b in zip(args, args[1:]))
+    if no_network and network:
+        log.warning("sandbox.runtime=%s runs with --network=none: containers have no network although "
+                    "sandbox.network=true", runtime)
+    if not no_network and not network:
+        raise ConfigError(f"sandbox.runtime={runtime!r} is gVisor's runsc without --network=none in the engine's "
+                          "runtimeArgs: under dockerd every container without a network fails to start (\"cannot "
+                          "run with network enabled in root network namespace\")", GVISOR_FIX)
+
+
+def probe(api: Any, runtime: str | None, network: bool, errors: tuple[type[BaseException], ...]) -> EngineFacts:
+    """engine_facts and check_engine, an engine error as a SandboxError."""
+    try:
+        facts = engine_facts(api)
+        check_engine(api, facts, runtime, network)
+    except errors as exc:
+        raise SandboxError(f"cannot ask the container engine what it is: {exc}") from exc
+    return facts
