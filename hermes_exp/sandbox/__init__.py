@@ -9,6 +9,8 @@
 - docker: `sandbox=docker`: one long-lived container per prompt, commands run through `docker exec`
 - docker_background: Background processes inside a docker sandbox: a `docker exec` with an attached stdin
   socket whose output frames a thread copies to disk
+- docker_compat: Engines behind the Docker API that are not Docker's dockerd (Podman's service), and runtimes
+  that are not runc (gVisor's runsc): what each needs, learned from the engine once before any container
 - docker_engine: The Docker engine as `sandbox=docker` sees it: the SDK (imported lazily, with an install
   hint), the errors that mean "the engine failed", one client per factory, the labels a run's containers carry
   and the removal of a run's containers (its leftovers at start, all of them at shutdown)

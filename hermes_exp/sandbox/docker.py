@@ -6,8 +6,10 @@ Only the docker_* modules import `docker` (lazily, with an install hint): the en
 from __future__ import annotations
 
 import logging
+import os
 import posixpath
 import threading
+from dataclasses import replace
 import time
 from typing import Any
 
@@ -83,7 +85,10 @@ class DockerSandboxFactory:
                 client = connect(self._base_url, pool_size=2 * max(self._max, 8) + 4 + self.pool.size)
                 try:
                     check_runtime(client.api, self._limits.runtime)  # a bad sandbox.runtime: before any container
-                    self._facts = probe(client.api, self._limits.runtime, self._limits.network, _engine_errors())
+                    self._facts = probe(client.api, self._base_url or os.environ.get("DOCKER_HOST", ""),
+                                        self._limits.runtime, self._limits.network, _engine_errors())
+                    if self._facts.gvisor:
+                        self._limits = replace(self._limits, pids_limit=0)  # see docker_compat
                 except BaseException:
                     client.close()
                     raise

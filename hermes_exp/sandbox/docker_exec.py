@@ -42,34 +42,43 @@ def run_exec(api: Any, cid: str, command: str, timeout: float, *, workdir: str, 
             flooded = threading.Event()
             reader = threading.Thread(target=_spool, args=(stream, out, flooded), daemon=True)
             reader.start()
-            timed_out = _wait(api, exec_id, reader, time.monotonic() + timeout, flooded)
-            if reader.is_alive() or flooded.is_set():
+            ended = _wait(api, cid, exec_id, reader, time.monotonic() + timeout, flooded)
+            if ended != STOPPED and (reader.is_alive() or flooded.is_set()):
                 _kill_processes(api, cid, reader)
-            code = 124 if timed_out else _exit_code(api, exec_id)
+            code = {TIMED_OUT: 124, STOPPED: 137}.get(ended) or _exit_code(api, exec_id)
         except _engine_errors() as exc:
             raise SandboxError(f"docker exec failed in container {cid[:12]}: {exc}") from exc
         text, truncated = read_bounded(out, output_limit)
-    if timed_out:
+    if ended == TIMED_OUT:
         text += f"\n[command timed out after {timeout:g}s; its processes were killed]"
+    elif ended == STOPPED:
+        text += "\n[the container stopped while the command ran (under gVisor a memory limit ends it whole)]"
     elif flooded.is_set():
         text += f"\n[command killed: it printed more than {SPOOL_LIMIT >> 20} MB of output]"
         truncated = True
-    return ExecResult(code, text, timed_out=timed_out, truncated=truncated)
+    return ExecResult(code, text, timed_out=ended == TIMED_OUT, truncated=truncated)
 
 
-def _wait(api: Any, exec_id: str, reader: threading.Thread, deadline: float, flooded: threading.Event) -> bool:
-    """Wait for the output to end, the command to exit or flood its output; True if the deadline came
-    first."""
+TIMED_OUT, STOPPED = "timed out", "container stopped"
+
+
+def _wait(api: Any, cid: str, exec_id: str, reader: threading.Thread, deadline: float,
+          flooded: threading.Event) -> str:
+    """Wait for the output to end, the command to exit or flood its output: "" then, else TIMED_OUT
+    if the deadline came first, or STOPPED if the container itself stopped (gVisor's whole sandbox
+    ends at its memory limit, and its exec then never ends), asked about once a second."""
     step = 0.1
     while reader.is_alive() and not flooded.is_set():
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            return True
+            return TIMED_OUT
         reader.join(min(step, remaining))
         step = min(step * 2, 1.0)  # quick commands answer fast; long ones cost few inspects
         if reader.is_alive() and not api.exec_inspect(exec_id).get("Running"):
-            return False
-    return False
+            return ""
+        if step == 1.0 and reader.is_alive() and not api.inspect_container(cid)["State"].get("Running"):
+            return STOPPED
+    return ""
 
 
 def kill_all_but_init(api: Any, cid: str) -> None:

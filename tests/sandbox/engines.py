@@ -1,8 +1,10 @@
 """Private container engines for the daemonless-sandbox tests, each started for the test session in a
 directory of its own and stopped at its end: Podman's Docker-compatible service (rootful, and rootless
-as a user made for the tests) and a dockerd with gVisor's runsc registered. None of them makes a
-network interface: the containers run with no network, the dockerd runs with --bridge=none and no
-iptables, and Podman is never asked for a network. The shared engine (DOCKER_HOST) is never touched.
+as a user made for the tests) and a dockerd with gVisor's runsc registered. None of them makes or
+removes a network interface of the host: the containers run with no network, Podman is never asked for
+one, and the dockerd runs in a network namespace of its own (`unshare --net`) with --bridge=none and no
+iptables: a dockerd started with --bridge=none on the host DELETES the host's docker0, the shared
+engine's bridge. `start` refuses an engine that changed the host's interfaces.
 
 Why an engine cannot run here comes back as a string (the caller skips, or fails under CI=true)."""
 
@@ -30,8 +32,10 @@ cgroup_manager = "cgroupfs"
 events_logger = "file"
 """
 # Docker's dockerd gives a no-network container to runsc without a network namespace of its own:
-# runsc must be told not to build a network (see docs/sandboxes.md)
-DAEMON_JSON = '{"runtimes": {"runsc": {"path": "%s", "runtimeArgs": ["--network=none"]}}}'
+# runsc must be told not to build a network (see docs/sandboxes.md); runsc-plain is registered without
+# that flag, to show what fails without it
+DAEMON_JSON = ('{"runtimes": {"runsc": {"path": "%s", "runtimeArgs": ["--network=none"]}, '
+               '"runsc-plain": {"path": "%s"}}}')
 
 
 @dataclass
@@ -73,17 +77,20 @@ def start(name: str) -> Engine | str:
     if os.geteuid() != 0:
         return "starting a private engine needs root (the tests run as root in CI)"
     tools = {"podman": ["podman"], "podman-rootless": ["podman", "runuser", "newuidmap", "newgidmap"],
-             "runsc": ["dockerd", "runsc"]}[name]
+             "runsc": ["dockerd", "runsc", "unshare"]}[name]
     missing = [t for t in tools if not shutil.which(t)]
     if missing:
         return f"{', '.join(missing)} not installed (apt-get install podman uidmap runsc docker.io)"
     home = Path(tempfile.mkdtemp(prefix=f"hx-{name}-", dir="/var/tmp"))
+    before = host_links()
     starter = {"podman": _podman, "podman-rootless": _podman_rootless, "runsc": _dockerd_runsc}[name]
     engine = starter(home)
     if isinstance(engine, str):
         shutil.rmtree(home, ignore_errors=True)
         return engine
     problem = _wait_and_load(engine)
+    if not problem and host_links() != before:
+        problem = f"starting it changed the host's network interfaces: {before} -> {host_links()}"
     if problem:
         engine.stop()
         return problem
@@ -118,13 +125,19 @@ def _podman_rootless(home: Path) -> Engine | str:
 
 
 def _dockerd_runsc(home: Path) -> Engine:
-    (home / "daemon.json").write_text(DAEMON_JSON % shutil.which("runsc"))
+    (home / "daemon.json").write_text(DAEMON_JSON % (shutil.which("runsc"), shutil.which("runsc")))
     sock = home / "docker.sock"
-    cmd = ["dockerd", "--config-file", str(home / "daemon.json"), "--data-root", str(home / "data"),
+    cmd = ["unshare", "--net", "--", "dockerd", "--config-file", str(home / "daemon.json"), "--data-root", str(home / "data"),
            "--exec-root", str(home / "exec"), "-H", f"unix://{sock}", "--pidfile", str(home / "dockerd.pid"),
            "--bridge=none", "--iptables=false", "--ip-masq=false", "--ip6tables=false"]
     return Engine("runsc", f"unix://{sock}", runtime="runsc", home=home,
                   procs=[_spawn(cmd, None, home / "log")])
+
+
+def host_links() -> list[str]:
+    """The host's network interfaces, by name."""
+    out = subprocess.run(["ip", "-br", "link"], capture_output=True, text=True, check=True).stdout
+    return sorted(line.split()[0] for line in out.splitlines())
 
 
 def _spawn(cmd: list[str], env: dict[str, str] | None, log: Path) -> subprocess.Popen:
