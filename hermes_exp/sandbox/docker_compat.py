@@ -66,11 +66,15 @@ def check_engine(api: Any, facts: EngineFacts, runtime: str | None, network: boo
     entry = (api.info().get("Runtimes") or {}).get(runtime) or {} if runtime else {}
     if posixpath.basename(str(entry.get("path") or "")) != "runsc":
         return False
+    if not facts.podman:  # Podman gives runsc a network namespace of its own: no flag needed there
+        _gvisor_network([str(a) for a in entry.get("runtimeArgs") or []], runtime, network)
     log.info("sandbox.runtime=%s is gVisor: sandbox.pids_limit is not set (the engine's pids limit would count "
              "gVisor's own threads and end the whole sandbox); sandbox.memory_mb bounds it", runtime)
-    if facts.podman:
-        return True  # Podman gives runsc a network namespace of its own: no flag needed
-    args = [str(a) for a in entry.get("runtimeArgs") or []]
+    return True
+
+
+def _gvisor_network(args: list[str], runtime: str | None, network: bool) -> None:
+    """Under dockerd: refuse runsc without --network=none for containers without a network."""
     no_network = "--network=none" in args or any(a == "--network" and b == "none" for a, b in zip(args, args[1:]))
     if no_network and network:
         log.warning("sandbox.runtime=%s runs with --network=none: containers have no network although "
@@ -79,7 +83,6 @@ def check_engine(api: Any, facts: EngineFacts, runtime: str | None, network: boo
         raise ConfigError(f"sandbox.runtime={runtime!r} is gVisor's runsc without --network=none in the engine's "
                           "runtimeArgs: under dockerd every container without a network fails to start (\"cannot "
                           "run with network enabled in root network namespace\")", GVISOR_FIX)
-    return True
 
 
 def probe(api: Any, where: str, runtime: str | None, network: bool,
