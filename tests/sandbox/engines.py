@@ -58,6 +58,14 @@ class Engine:
         return {"base_url": self.base_url, **({"runtime": self.runtime} if self.runtime else {})}
 
     def stop(self) -> None:
+        """Remove its containers, stop it, and end what it left running (Podman's conmon and a runsc
+        sandbox outlive their engine), then remove its directory."""
+        try:
+            client = self.client()
+            for c in client.api.containers(all=True):
+                client.api.remove_container(c["Id"], force=True, v=True)
+        except Exception:  # an engine that no longer answers: what it left is ended below
+            pass
         for proc in self.procs:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)
@@ -68,6 +76,7 @@ class Engine:
                     proc.wait(5)
         _kill_pause_process(self.home)
         if self.home:
+            _kill_processes_under(self.home)
             _unmount_under(self.home)
             shutil.rmtree(self.home, ignore_errors=True)
 
@@ -135,9 +144,10 @@ def _dockerd_runsc(home: Path) -> Engine:
 
 
 def host_links() -> list[str]:
-    """The host's network interfaces, by name."""
+    """The host's network interfaces by name, but veth pairs: the shared engine's networked containers
+    (another test, in another process) come and go with theirs; a bridge (docker0, cni-podman0) stays."""
     out = subprocess.run(["ip", "-br", "link"], capture_output=True, text=True, check=True).stdout
-    return sorted(line.split()[0] for line in out.splitlines())
+    return sorted(name for name in (line.split()[0] for line in out.splitlines()) if not name.startswith("veth"))
 
 
 def _spawn(cmd: list[str], env: dict[str, str] | None, log: Path) -> subprocess.Popen:
@@ -224,3 +234,13 @@ def _unmount_under(home: Path) -> None:
     points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
     for point in sorted((p for p in points if p.startswith(f"{home}/")), key=len, reverse=True):
         subprocess.run(["umount", "-l", point], capture_output=True)
+
+
+def _kill_processes_under(home: Path) -> None:
+    """SIGKILL every process whose command line names `home` (the engine's own, started by `start`)."""
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if str(home).encode() in (proc / "cmdline").read_bytes():
+                os.kill(int(proc.name), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
