@@ -77,14 +77,16 @@ def time_containers(root: Path, n: int, image: str) -> dict[str, float]:
 
 
 def _remove_images(factory: Any, root: Path) -> None:
-    from hermes_exp.sandbox.images import image_tag
+    from hermes_exp.sandbox.images import CONTEXT_LABEL
 
     api = factory._api()
     for row in (r.row for r in HarborSource(root).rows()):
-        try:
-            api.remove_image(image_tag(row["container"]["build"]["digest"]), force=True)
-        except Exception:  # never built (fewer rounds than tasks)
-            pass
+        digest = row["container"]["build"]["digest"]
+        for image in api.images(filters={"label": f"{CONTEXT_LABEL}={digest}"}):
+            try:
+                api.remove_image(image["Id"], force=True)
+            except Exception:  # already gone
+                pass
 
 
 def main() -> None:

@@ -4,7 +4,7 @@ concurrencies, and no-op invocations over large finished runs. Targets (issue 15
 the runner's own CPU <= 1 ms per model call and <= 0.5 ms per tool call (besides the command itself);
 peak RSS <= 150 MB at 1024 sessions; a no-op invocation <= 1 s on 1k tasks and <= 2 s on 100k.
 
-usage: python bench/bench_runner.py [-n 200] [--concurrency 4,16,64] [--latency-ms 200] [--sandbox local]
+usage: python bench/bench_runner.py [-n 200] [--concurrency 4,16,64] [--latency-ms 200] [--sandbox local] [--plan two|full]
                                     [--resume-tasks 1000,100000 | --resume-tasks 0] [--workdir DIR]
 """
 
@@ -30,6 +30,14 @@ def cli_args(data: Path, run_name: str, base_url: str, sandbox: str, workers: in
             f"num_workers={workers}", "distribution=terminal_only", *extra]
 
 
+def prompt_row(i: int, plan: str) -> dict[str, str]:
+    """`two`: one command, then the answer (2 model calls, issue 31's setting); `full`: the mock's default plan
+    over terminal_only's tools (4 tool calls + the answer: 5 model calls, the earlier passes' setting)."""
+    if plan == "two":
+        return {"prompt": f"Benchmark prompt {i}: count the words.\nRUN: echo benchmark prompt {i} | wc -w"}
+    return {"prompt": f"Benchmark prompt {i}: count the words of this sentence"}
+
+
 def dispatch_window(run_dir: Path) -> float:
     """First task start to last task end, from the ledger: the run without process start and export."""
     with sqlite3.connect(run_dir / "ledger.db") as conn:
@@ -38,8 +46,7 @@ def dispatch_window(run_dir: Path) -> float:
 
 
 def bench_throughput(work: Path, args: argparse.Namespace) -> list[list[Any]]:
-    data = write_prompts(work / "throughput.jsonl",
-                         [{"prompt": f"Benchmark prompt {i}: count the words of this sentence"} for i in range(args.n)])
+    data = write_prompts(work / "throughput.jsonl", [prompt_row(i, args.plan) for i in range(args.n)])
     latency = args.latency_ms / 1000
     rows = []
     with mock_server(args.latency_ms) as url:
@@ -54,8 +61,8 @@ def bench_throughput(work: Path, args: argparse.Namespace) -> list[list[Any]]:
             noop = run_cli(work, argv, python=args.python)  # the same command again: nothing to run; its CPU is the fixed cost
             stats = json.loads((work / "outputs" / run_name / "statistics.json").read_text())
             calls = stats["api_calls"]
-            if calls != args.n * args.calls_per_prompt:
-                print(f"warning: {calls} model calls, expected {args.n} x {args.calls_per_prompt}", file=sys.stderr)
+            if calls != args.n * (2 if args.plan == "two" else 5):
+                print(f"warning: {calls} model calls, expected {2 if args.plan == 'two' else 5} per prompt", file=sys.stderr)
             window = dispatch_window(work / "outputs" / run_name)
             ideal = calls * latency / workers
             bound = math.ceil(args.n / workers) * (calls / args.n) * latency  # sequential calls per prompt
@@ -64,7 +71,8 @@ def bench_throughput(work: Path, args: argparse.Namespace) -> list[list[Any]]:
             rows.append([workers, calls, run.tool_calls, run.wall, window, ideal, ideal / window, bound / window,
                          1000 * run.self_cpu / args.n, 1000 * marginal / args.n,
                          1000 * (marginal - run.tool_cpu) / calls, per_tool,
-                         1000 * run.children_cpu / args.n, 1000 * mock_cpu / args.n, run.maxrss_mb])
+                         1000 * run.children_cpu / args.n, 1000 * (run.self_cpu + run.children_cpu) / calls,
+                         1000 * mock_cpu / args.n, run.maxrss_mb])
     return rows
 
 
@@ -166,8 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=lambda s: [int(x) for x in s.split(",")], default=[4, 16, 64],
                         help="num_workers values, comma-separated (default 4,16,64)")
     parser.add_argument("--latency-ms", type=float, default=200)
-    parser.add_argument("--calls-per-prompt", type=int, default=5,
-                        help="model calls each prompt makes (the mock's plan with terminal and file tools: 5)")
+    parser.add_argument("--plan", choices=["two", "full"], default="two",
+                        help="two: one command then the answer (2 model calls per prompt); full: the mock's default "
+                        "plan (5 calls: 4 tool calls + the answer), as measured before issue 31")
     parser.add_argument("--sandbox", default="local", help="local, bwrap or docker")
     parser.add_argument("--override", action="append", default=[],
                         help="extra CLI override, repeatable (e.g. sandbox.image=busybox:latest)")
@@ -189,10 +198,12 @@ def main(argv: list[str] | None = None) -> int:
                   "RSS <= 150 MB")
             print("CPU ms/tool call: the runner's CPU inside tool calls (thread CPU: spawn, pipes, result), the "
                   "command's own excluded; CPU ms/model call: the marginal CPU (run minus a no-op re-run) "
-                  "less that, per model call (parent and workers)")
+                  "less that, per model call (parent and workers); tree CPU ms/model call: everything the command's process "
+                  "tree used (runner, workers, tool commands, start-up and export) / model calls (issue 31's figure)")
             print_table(["workers", "calls", "tool calls", "wall s", "window s", "ideal s", "ideal/window",
                          "bound/window", "own CPU ms/prompt", "marginal ms/prompt", "CPU ms/model call",
-                         "CPU ms/tool call", "commands CPU ms/prompt", "mock CPU ms/prompt", "peak RSS MB"], rows)
+                         "CPU ms/tool call", "commands CPU ms/prompt", "tree CPU ms/model call", "mock CPU ms/prompt",
+                         "peak RSS MB"], rows)
         if args.resume_tasks:
             rows = [bench_resume(work, args, tasks) for tasks in args.resume_tasks]
             print("\nno-op: a second invocation over a finished run; targets: <= 1 s on 1k tasks, <= 2 s on 100k")

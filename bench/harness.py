@@ -126,10 +126,10 @@ class MockProcess(str):
 
 
 @contextmanager
-def mock_server(latency_ms: float) -> Iterator[MockProcess]:
-    """`python -m hermes_exp.mock` in its own process (so its CPU is not the runner's)."""
+def mock_server(latency_ms: float, extra: tuple[str, ...] = ()) -> Iterator[MockProcess]:
+    """`python -m hermes_exp.mock` in its own process (so its CPU is not the runner's); `extra`: its options."""
     proc = subprocess.Popen([sys.executable, "-m", "hermes_exp.mock", "--port", "0",
-                             "--latency-ms", str(latency_ms)], stdout=subprocess.PIPE, text=True)
+                             "--latency-ms", str(latency_ms), *extra], stdout=subprocess.PIPE, text=True)
     try:
         url = proc.stdout.readline().strip() if proc.stdout else ""
         if not url.startswith("http"):

@@ -9,7 +9,10 @@ from hermes_exp.stops import RunStop
 # The ledger's error classes (what `resume.retry_errors` names). VERIFIER: a failed verification,
 # re-verified by every invocation, the agent never re-run.
 VERIFIER = "verifier"
-ERROR_CLASSES = ("provider", "sandbox", "model", "internal", "budget", VERIFIER)
+# BROKEN: preflight=oracle found the task's environment broken (its reference solution does not pass, or its
+# verifier cannot start): never sent to the model, not an agent's zero (hermes_exp/run/environments.py).
+BROKEN = "broken"
+ERROR_CLASSES = ("provider", "sandbox", "model", "internal", "budget", VERIFIER, BROKEN)
 
 
 class HermesExpError(Exception):
@@ -61,6 +64,12 @@ class SandboxError(HermesExpError):
     transient = True
 
 
+class BrokenTask(HermesExpError):
+    """preflight=oracle: the task's environment does not hold up (error class `broken`)."""
+
+    error_class = BROKEN
+
+
 class ModelError(HermesExpError):
     """The model's reply cannot be used as an assistant turn (its tool calls are not a list of call
     objects, or the message is not an object): error class `model`. Not retried by default (add `model`
@@ -98,6 +107,13 @@ class BudgetExhausted(ProviderError):
 
 class Cancelled(Exception):
     """The run is stopping (Ctrl-C, SIGTERM, budget): end this conversation without a result."""
+
+
+class ClusterError(HermesExpError):
+    """The executor's cluster lost the workers a run needs (every Ray actor died with its node).
+    Finished tasks are kept; the same command again runs the rest."""
+
+    exit_code = 3
 
 
 class RunStopped(HermesExpError):

@@ -22,10 +22,10 @@ SUMMARY = re.compile(r"(\d+) kept, (\d+) filtered.*?, (\d+) failed.*?, (\d+) pen
 # filters, selection, splits, samples_per_prompt, dataset.slice, formats, action: pairwise over the values
 CASES = [
     ("verified", "best_of_n", True, 2, None, "[sharegpt]", "export"),
-    ("none", "passed", False, 1, None, "[sharegpt,openai]", "export"),
+    ("none", "passed", False, 1, None, "[sharegpt,openai,atif]", "export"),
     ("strict", "all", True, 2, "0:5", "[sharegpt,openai,parquet]", "run"),
     ("default", "best_of_n", False, 1, "0:5", "[sharegpt]", "run"),
-    ("verified", "all", False, 2, "0:5", "[sharegpt,parquet]", "export"),
+    ("verified", "all", False, 2, "0:5", "[sharegpt,parquet,atif]", "export"),
     ("default", "all", True, 2, None, "[sharegpt,openai]", "export"),
     ("none", "passed", True, 2, None, "[sharegpt,parquet]", "run"),
     ("default", "all", False, 2, None, "[sharegpt]", "run"),
@@ -71,6 +71,10 @@ def _check(run_dir: Path, stderr: str, case: tuple) -> None:
     assert (run_dir / "trajectories.openai.jsonl").is_file() == ("openai" in formats)
     if "openai" in formats:
         assert _lines(run_dir / "trajectories.openai.jsonl") == len(rows)
+    assert (run_dir / "trajectories.atif.jsonl").is_file() == ("atif" in formats)
+    if "atif" in formats:  # one ATIF trajectory per kept sample, in the same order
+        assert [t["extra"]["prompt_index"] for t in read_jsonl(run_dir / "trajectories.atif.jsonl")] == [
+            r["prompt_index"] for r in rows]
     assert (run_dir / "trajectories.parquet").is_file() == ("parquet" in formats)
     if "parquet" in formats:
         import pyarrow.parquet as pq

@@ -17,8 +17,8 @@ from conftest import run_cli, write_dataset
 pytest.importorskip("pyarrow")
 pytestmark = pytest.mark.slow  # a dozen CLI invocations and full reference exports each
 
-OUTPUTS = ("trajectories.jsonl", "trajectories.openai.jsonl", "trajectories.parquet", "statistics.json",
-           "passed.jsonl", "failed.jsonl")
+OUTPUTS = ("trajectories.jsonl", "trajectories.openai.jsonl", "trajectories.atif.jsonl", "trajectories.parquet",
+           "statistics.json", "passed.jsonl", "failed.jsonl")
 
 
 def _rows(start: int, stop: int) -> list[dict]:
@@ -74,7 +74,7 @@ def run(tmp_path: Path, mock_server):
     data = tmp_path / "p.jsonl"
     write_dataset(data, _rows(0, 10))
     args = [f"dataset.path={data}", "run_name=r", "sandbox=local", "filters=none", "verifier=answer",
-            "batch_size=3", "outputs.formats=[sharegpt,openai,parquet]", f"model.base_url={mock_server.base_url}"]
+            "batch_size=3", "outputs.formats=[sharegpt,openai,parquet,atif]", f"model.base_url={mock_server.base_url}"]
     first = run_cli(tmp_path, *args)
     assert first.returncode == 0, first.stderr
     return data, args, tmp_path / "outputs" / "r"

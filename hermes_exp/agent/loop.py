@@ -15,6 +15,7 @@ from hermes_exp.tools.registry import is_failure
 from hermes_exp.tools.toolbox import Toolbox
 
 if TYPE_CHECKING:  # the client (and openai) are imported only by runs that call a model
+    from hermes_exp.agent.spans import TaskTrace  # and OpenTelemetry only by runs that trace
     from hermes_exp.model.client import ModelClient, Reply
 
 # Stop a conversation whose model keeps calling tools that do not exist or with broken arguments.
@@ -61,16 +62,18 @@ def as_sent(message: dict[str, Any]) -> dict[str, Any]:
 
 def run_agent(client: ModelClient, toolbox: Toolbox, prompt: str, tools: list[dict[str, Any]],
               settings: dict[str, Any], prefix: list[dict[str, Any]],
-              cancel: threading.Event | None = None) -> Outcome:
-    """`prefix` (system prompt with its ephemeral part, prefill) is sent but never saved."""
+              cancel: threading.Event | None = None, trace: TaskTrace | None = None) -> Outcome:
+    """`prefix` (system prompt with its ephemeral part, prefill) is sent but never saved. `trace`: the
+    task's span, when the run traces (tracing.*), under which each model and tool call gets its own."""
     try:
-        return _conversation(client, toolbox, prompt, tools, settings, prefix, cancel)
+        return _conversation(client, toolbox, prompt, tools, settings, prefix, cancel, trace)
     finally:
         forget()  # the thread's serialised pieces of this conversation
 
 
 def _conversation(client: ModelClient, toolbox: Toolbox, prompt: str, tools: list[dict[str, Any]],
-                  settings: dict[str, Any], prefix: list[dict[str, Any]], cancel: threading.Event | None) -> Outcome:
+                  settings: dict[str, Any], prefix: list[dict[str, Any]], cancel: threading.Event | None,
+                  trace: TaskTrace | None) -> Outcome:
     system = settings.get("system_prompt")
     saved = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
     wire = prefix + [{"role": "user", "content": prompt}]
@@ -84,7 +87,7 @@ def _conversation(client: ModelClient, toolbox: Toolbox, prompt: str, tools: lis
         reached = limits.reached(started, out.usage)
         if reached:
             return out.stop(reached, f"limits.{reached} reached ({_spent(reached, started, out)})")
-        reply = _call(client, wire, tools, out)
+        reply = _call(client, wire, tools, out, trace)
         if reply is None:
             return out.stop(Stop.CONTEXT_OVERFLOW, "the provider refused the prompt: it exceeds the model's context")
         _check_usable(reply, out)
@@ -96,22 +99,27 @@ def _conversation(client: ModelClient, toolbox: Toolbox, prompt: str, tools: lis
         if not calls:
             out.completed = True
             return out.stop(Stop.FINAL_ANSWER, "the model answered without a tool call", partial=False)
-        invalid_streak = _run_calls(toolbox, calls, offered, out, wire, invalid_streak)
+        invalid_streak = _run_calls(toolbox, calls, offered, out, wire, invalid_streak, trace)
         if invalid_streak >= MAX_CONSECUTIVE_INVALID:
             return out.stop(Stop.INVALID_TOOL_CALLS, f"{invalid_streak} invalid tool calls in a row")
     return out.stop(Stop.MAX_TURNS, f"max_turns ({settings['max_turns']}) reached without a final answer", partial=False)
 
 
-def _call(client: ModelClient, wire: list[dict[str, Any]], tools: list[dict[str, Any]], out: Outcome) -> Reply | None:
+def _call(client: ModelClient, wire: list[dict[str, Any]], tools: list[dict[str, Any]], out: Outcome,
+          trace: TaskTrace | None) -> Reply | None:
     """One model call recorded in `out`; None when the provider says the prompt exceeds the context."""
     started = time.time()
     try:
         reply = client.complete(wire, tools)
     except ProviderError as exc:
+        if trace is not None:
+            trace.model_call(started, out.messages, error=exc)
         if is_context_overflow(exc):
             return None
         exc.outcome = out  # calls already made (and paid for) stay on record
         raise
+    if trace is not None:
+        trace.model_call(started, out.messages, reply)
     out.api_calls += 1
     out.usage.append({**reply.usage, "served_by": reply.served_by, "attempts": reply.attempts,
                       "seconds": round(time.time() - started, 3)})
@@ -141,13 +149,20 @@ def _spent(reached: Stop, started: float, out: Outcome) -> str:
 
 
 def _run_calls(toolbox: Toolbox, calls: list[dict[str, Any]], offered: list[str], out: Outcome,
-               wire: list[dict[str, Any]], invalid_streak: int) -> int:
+               wire: list[dict[str, Any]], invalid_streak: int, trace: TaskTrace | None) -> int:
     for call in calls:
         fn = call.get("function") or {}
         name = fn.get("name") or ""
         started = time.time()
-        content, valid = toolbox.call(name, fn.get("arguments"), offered)
+        try:
+            content, valid = toolbox.call(name, fn.get("arguments"), offered)
+        except Exception as exc:  # a sandbox failure: it ends the task
+            if trace is not None:
+                trace.tool_call(started, call, error=exc)
+            raise
         failed = is_failure(content)
+        if trace is not None:
+            trace.tool_call(started, call, content, valid, failed)
         invalid_streak = 0 if valid else invalid_streak + 1
         out.tool_calls.append({"name": name, "failed": failed, "offered": name in offered,
                                "seconds": round(time.time() - started, 3)})

@@ -109,7 +109,7 @@ class _Summariser:
     def close(self) -> None:
         """Every summary asked for is stored (with its cost) or cost nothing: the journal has done its job."""
         if self.client is not None:
-            self.client.journal.discard()
+            self.client.booking.discard()
 
     def submit(self, count: Counter, turns: list[dict[str, str]], region: Region, key: str) -> Future:
         if self.client is None:

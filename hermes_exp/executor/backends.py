@@ -5,15 +5,16 @@ joblib's backends. In every case the parent process stays the ledger's only writ
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, ExitStack, nullcontext
 from typing import Any, TypeVar
 
 from joblib import Parallel, delayed, parallel_config
 
-from hermes_exp.executor import thread_pool
+from hermes_exp.executor import ray_pool, thread_pool
 from hermes_exp.settings.sections import Section
-from hermes_exp.errors import ConfigError
+from hermes_exp.errors import ClusterError, ConfigError
 from hermes_exp.optional import require
 
 R = TypeVar("R")  # what the mapped function returns (a TaskResult, a Reverified)
@@ -41,8 +42,13 @@ class JoblibExecutor:
         return nullcontext()
 
     def processes(self, cluster: Any = None) -> int:
-        """How many worker processes share the run's work (each builds its own client and budget)."""
+        """How many worker processes share the run's work (each builds its own client and rate limiter)."""
         return 1 if self.backend == "threading" else self.n_jobs
+
+    def broker_bind(self) -> str | None:
+        """The address of this host at which worker processes reach the run's budget broker
+        (money/broker.py); None when the workers are this process's threads, which book directly."""
+        return None if self.backend == "threading" else "127.0.0.1"
 
     def map_unordered(self, fn: Callable[..., R], settings: dict[str, Any],
                       tasks: Iterable[Any]) -> Iterator[R]:
@@ -86,6 +92,29 @@ def _address(section: Section) -> str | None:
                       "set executor.address=tcp://host:8786 (dask) or auto (ray), or null for a local cluster")
 
 
+def _broker_host(section: Section) -> str | None:
+    host = section.raw.get("broker_host")
+    if host is None or (isinstance(host, str) and host.strip() and not any(c in host for c in "/: ")):
+        return host
+    raise ConfigError(f"executor.broker_host={host!r} must be a host name or IPv4 address of this machine (no port), "
+                      "or null", "set executor.broker_host=<an address of this host the cluster's workers can reach>, "
+                      "or null to take the one on the route to executor.address")
+
+
+def _towards(address: str) -> str:
+    """This host's address on its route to a cluster `address` (tcp://host:port, host:port): the source
+    address a UDP socket connected there takes (connecting one sends nothing)."""
+    host = address.split("://")[-1].rsplit(":", 1)[0].strip("[]")
+    try:
+        target = socket.getaddrinfo(host, 9, type=socket.SOCK_DGRAM)[0]
+        with socket.socket(target[0], socket.SOCK_DGRAM) as probe:
+            probe.connect(target[4])
+            return probe.getsockname()[0]
+    except OSError as exc:
+        raise ConfigError(f"executor.address={address!r}: no route from this host to {host!r} ({exc})",
+                          "check the cluster's address, or set executor.broker_host=<this host's address>") from exc
+
+
 def _missing(package: str, extra: str) -> ConfigError:
     return ConfigError(f"executor needs the {package!r} package, which is not installed",
                        f"pip install 'hermes-exp[{extra}]', or use executor=threads")
@@ -95,11 +124,12 @@ class DaskExecutor(JoblibExecutor):
     """Tasks on a Dask cluster: `address` of a scheduler, or a LocalCluster of `n_workers` processes."""
 
     def __init__(self, address: str | None = None, n_workers: int = 2, threads_per_worker: int = 8,
-                 **kwargs: Any) -> None:
+                 broker_host: str | None = None, **kwargs: Any) -> None:
         super().__init__(backend="dask", **kwargs)
         section = Section("executor", {"address": address, "n_workers": n_workers,
-                                       "threads_per_worker": threads_per_worker})
+                                       "threads_per_worker": threads_per_worker, "broker_host": broker_host})
         self.address = _address(section)
+        self.broker_host = _broker_host(section)
         self.n_workers = section.number("n_workers", integer=True, positive=True, required=True,
                                         unit="LocalCluster worker processes")
         self.threads_per_worker = section.number("threads_per_worker", integer=True, positive=True, required=True,
@@ -121,6 +151,10 @@ class DaskExecutor(JoblibExecutor):
         LocalCluster of 2 x 8 ran 16 sessions for num_workers=3, and a big cluster hundreds): it only ever
         holds what was dispatched, so n_jobs tasks of one each are dispatched, and one more as each ends."""
         return {"pre_dispatch": self.n_jobs, "batch_size": 1}
+
+    def broker_bind(self) -> str | None:
+        """`broker_host`, or this host's address on its route to the scheduler (127.0.0.1 for a LocalCluster)."""
+        return self.broker_host or (_towards(self.address) if self.address else "127.0.0.1")
 
     def processes(self, cluster: Any = None) -> int:
         """The cluster's worker processes when the run starts (a LocalCluster: `n_workers`)."""
@@ -148,13 +182,17 @@ class RayExecutor(JoblibExecutor):
     Ray's joblib backend cannot return results as they finish, so this submits tasks itself, keeping
     `n_jobs` in flight (more would run at once: an actor runs as many as its threads allow) and taking
     whichever finishes first. They run in a fixed set of actors (one process each, `n_jobs` sessions
-    spread over at most one actor per CPU), so the number of processes that hold a share of the budget
-    is known, and stays that number for the whole run."""
+    spread over at most one actor per CPU), so the number of processes that share the rate limits
+    is known, and stays that number for the whole run. Every actor books its calls in the parent's
+    budget broker (money/broker.py), at `broker_bind()`."""
 
-    def __init__(self, address: str | None = None, num_cpus: int | None = None, **kwargs: Any) -> None:
+    def __init__(self, address: str | None = None, num_cpus: int | None = None, broker_host: str | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(backend="ray", **kwargs)
-        section = Section("executor", {"address": address, "num_cpus": num_cpus}, null="for the machine's")
+        section = Section("executor", {"address": address, "num_cpus": num_cpus, "broker_host": broker_host},
+                          null="for the machine's")
         self.address = _address(section)
+        self.broker_host = _broker_host(section)
         self.num_cpus = section.number("num_cpus", None, integer=True, positive=True, unit="CPUs of a local Ray")
 
     def map_unordered(self, fn: Callable[..., R], settings: dict[str, Any],
@@ -169,48 +207,36 @@ class RayExecutor(JoblibExecutor):
         actors: list[Any] = []
         try:
             count = self.processes(ray)
-            host = ray.remote(num_cpus=0, max_concurrency=-(-self.n_jobs // count))(_TaskHost)
+            # one CPU each, spread: on the nodes that have CPUs, one per CPU (with none, every actor
+            # would sit on the driver's node); at most `count` actors, so each can start
+            host = ray.remote(num_cpus=1, scheduling_strategy="SPREAD",
+                              max_concurrency=-(-self.n_jobs // count))(ray_pool.TaskHost)
             actors = [host.remote() for _ in range(count)]
-            yield from _ray_unordered(ray, actors, fn, with_processes(settings, count), iter(tasks),
-                                      window=self.n_jobs)
+            yield from ray_pool.map_unordered(ray, actors, fn, with_processes(settings, count), iter(tasks),
+                                              window=self.n_jobs)
         finally:
             for actor in actors:
                 ray.kill(actor)
             if started:
                 ray.shutdown()
 
+    def broker_bind(self) -> str | None:
+        """`broker_host`, or this host's address on its route to the head (the node address Ray itself picks
+        for this host when the head is here: `auto`); 127.0.0.1 for a local Ray."""
+        if self.broker_host or not self.address:
+            return self.broker_host or "127.0.0.1"
+        if self.address == "auto":
+            return require("ray", _missing("ray", "ray")).util.get_node_ip_address()
+        return _towards(self.address)
+
     def processes(self, cluster: Any = None) -> int:
-        """One actor process per CPU of the cluster, at most one per session."""
-        cpus = int(cluster.cluster_resources().get("CPU", 1)) if cluster is not None else (self.num_cpus or 1)
-        return max(1, min(self.n_jobs, cpus))
-
-
-class _TaskHost:
-    """A Ray actor: one worker process that runs tasks on its threads."""
-
-    def run(self, fn: Callable[..., Any], settings: dict[str, Any], task: Any) -> Any:
-        return fn(settings, task)
-
-
-def _ray_unordered(ray: Any, actors: list[Any], fn: Callable[..., R], settings: dict[str, Any],
-                   tasks: Iterator[Any], window: int) -> Iterator[R]:
-    shared = ray.put(settings)  # sent to the cluster once, not with every task
-    load = dict.fromkeys(range(len(actors)), 0)
-    owner: dict[Any, int] = {}
-
-    def submit(task: Any) -> Any:
-        index = min(load, key=load.__getitem__)  # the least busy actor
-        load[index] += 1
-        ref = actors[index].run.remote(fn, shared, task)
-        owner[ref] = index
-        return ref
-
-    # range first: zip stops on it without pulling (and losing) one more task
-    in_flight = [submit(task) for _, task in zip(range(window), tasks)]
-    while in_flight:
-        done, in_flight = ray.wait(in_flight, num_returns=1)
-        load[owner.pop(done[0])] -= 1
-        yield ray.get(done[0])
-        for task in tasks:
-            in_flight.append(submit(task))
-            break
+        """One actor process per free CPU of the cluster, at most one per session."""
+        if cluster is None:
+            return max(1, min(self.n_jobs, self.num_cpus or 1))
+        cpus = int(cluster.available_resources().get("CPU", 0))
+        if cpus < 1:  # an actor that cannot be placed would wait for ever
+            raise ClusterError(f"the Ray cluster at executor.address={self.address} has no free CPU for this "
+                               f"run's actors ({cluster.cluster_resources().get('CPU', 0)} in all)",
+                               "start worker nodes with CPUs (`ray start --address=... --num-cpus=N`), or wait "
+                               "for other jobs of the cluster to end")
+        return min(self.n_jobs, cpus)

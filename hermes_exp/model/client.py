@@ -20,10 +20,10 @@ from hermes_exp.model.retry import AuthCircuit, Failure, RetryPolicy, upstream_f
 from hermes_exp.model.tokens import TokenData
 from hermes_exp.model.transport import AttemptFailed, Transport
 from hermes_exp.model.wire import SAMPLING_KEYS, Interop, call_request, static_request
-from hermes_exp.money import sweep_budget
+from hermes_exp.money.booking import Booking
+from hermes_exp.money.broker import BrokerClient, booking_for
 from hermes_exp.money.budget import Budget, BudgetLimits, TaskMeter
 from hermes_exp.money.cost import Pricing, usage_facts, worst_case
-from hermes_exp.money.journal import SpendJournal
 
 __all__ = ["SAMPLING_KEYS", "ModelClient", "Reply", "TaskClient"]
 
@@ -44,8 +44,8 @@ class ModelClient:
     """Sends chat-completion requests built from the model and provider config."""
 
     def __init__(self, model: dict[str, Any], provider: dict[str, Any], base_url: str, api_key: str,
-                 workers: int = 4, limits: BudgetLimits | None = None, budget: Budget | None = None,
-                 processes: int = 1, journal: SpendJournal | None = None) -> None:
+                 workers: int = 4, limits: BudgetLimits | None = None,
+                 booking: Booking | BrokerClient | None = None, processes: int = 1) -> None:
         self._policy = RetryPolicy.from_config(model.get("retry"))
         self._interop = Interop.from_config(model.get("interop"))
         self._request = static_request(model, provider)
@@ -54,8 +54,7 @@ class ModelClient:
         self._pricing = Pricing.from_config(model.get("pricing"))
         self._limits = limits or BudgetLimits()
         self._completion_cap = self._limits.completion_tokens(model)
-        self.budget = budget or Budget(self._limits.max_cost_usd)
-        self.journal = journal or SpendJournal(None, None)
+        self.booking = booking or Booking(Budget(self._limits.max_cost_usd))  # the budgets and the spend journal
         self.limiter = RateLimiter(Limits.from_config(model.get("rate_limit"), workers).share(processes))
         self.circuit = AuthCircuit(self._policy.stop_after_auth_failures)
         # a trickling server cannot outlast model.timeout: it bounds each attempt as a whole
@@ -65,16 +64,14 @@ class ModelClient:
 
     @classmethod
     def from_settings(cls, settings: dict[str, Any], api_key: str) -> ModelClient:
-        """The process's client for a run: budget seeded with what the ledger says was already spent.
+        """The process's client for a run: it books calls in the parent's broker (a worker process), or in
+        budgets seeded with what the ledger says was already spent (the parent).
         The caller reads the key (settings.api_key), so the client never reaches back into settings."""
         invocation = settings["invocation"]
         limits = BudgetLimits.from_settings(settings)
-        budget = Budget.for_process(settings, limits.max_cost_usd, float(invocation.get("spent_usd") or 0.0))
-        budget = sweep_budget.for_settings(settings, budget)  # and budget.sweep_max_cost_usd, when set
-        client = cls(settings["model"], settings["provider"], invocation["base_url"], api_key,
-                     workers=int(settings.get("num_workers") or 4), limits=limits, budget=budget,
-                     processes=int(invocation.get("processes") or 1), journal=SpendJournal.for_run(settings))
-        return client
+        return cls(settings["model"], settings["provider"], invocation["base_url"], api_key,
+                   workers=int(settings.get("num_workers") or 4), limits=limits,
+                   booking=booking_for(settings, limits.max_cost_usd), processes=int(invocation.get("processes") or 1))
 
     def for_task(self, key: str | None = None) -> TaskClient:
         return TaskClient(self, TaskMeter(self._limits.max_task_cost_usd, key))
@@ -88,15 +85,12 @@ class ModelClient:
         worst = worst_case(self._pricing, body.prompt_tokens, self._completion_cap)
         if meter is not None:
             meter.check(worst)
-        reserved = self.budget.reserve(worst)
-        entry = self.journal.reserve(meter.key if meter is not None else None, worst)
+        ticket = self.booking.reserve(worst, meter.key if meter is not None else None)
         reply: Reply | None = None
         try:
             reply = self._call(body)
         finally:
-            cost = reply.usage["cost_usd"] if reply else 0.0
-            self.budget.settle(reserved, cost)
-            self.journal.settle(entry, cost)
+            self.booking.settle(ticket, reply.usage["cost_usd"] if reply else 0.0)
         if meter is not None:
             meter.add(reply.usage)
         return reply

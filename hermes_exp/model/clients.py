@@ -39,9 +39,9 @@ def model_endpoint(settings: dict[str, Any]) -> Iterator[str]:
 
 def second_client(settings: dict[str, Any], model: dict[str, Any], provider: dict[str, Any],
                   shared: ModelClient | None = None, base_url: str | None = None) -> ModelClient:
-    """A client for `model` on `provider`. `shared`: the process's agent client, whose budgets (the run's
-    and the sweep's) and spend journal it books in; without one (the parent process) they are built
-    from `settings` exactly as the agent's are (ModelClient.from_settings). The limits are the run's
+    """A client for `model` on `provider`. `shared`: the process's agent client, whose booking (the run's
+    and the sweep's budgets and the spend journal, or the parent's broker) it books in; without one (the
+    parent process) it is built from `settings` exactly as the agent's is (ModelClient.from_settings). The limits are the run's
     `budget.*`, with this model's prices. `base_url` wins over the endpoint rule (a mock just started)."""
     from hermes_exp.model.client import ModelClient
     from hermes_exp.money.budget import BudgetLimits
@@ -58,5 +58,5 @@ def second_client(settings: dict[str, Any], model: dict[str, Any], provider: dic
     if shared is None:
         return ModelClient.from_settings(scoped, key)
     return ModelClient(model, provider, url, key, workers=int(settings.get("num_workers") or 4),
-                       limits=BudgetLimits.from_settings(scoped), budget=shared.budget,
-                       processes=int(invocation.get("processes") or 1), journal=shared.journal)
+                       limits=BudgetLimits.from_settings(scoped), booking=shared.booking,
+                       processes=int(invocation.get("processes") or 1))

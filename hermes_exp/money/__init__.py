@@ -1,5 +1,9 @@
 """Money: pricing, the run's budget, the spend journal of calls in flight, and the sweep budget.
 
+- booking: A model call's booking in one process: its worst case reserved against the budgets and written
+  to the spend journal before it is sent, settled at what it cost
+- broker: One budget for every process and host: the parent serves its booking to the run's worker
+  processes and cluster nodes over an authenticated socket (multiprocessing.connection)
 - budget: Spending limits: the run's budget (`budget.max_cost_usd`, counted over every invocation of the run)
   and a per-task cap (`budget.max_task_cost_usd`)
 - cost: Tokens and dollars of a model call: usage normalised across providers; cost from the provider's own

@@ -41,8 +41,8 @@ class BudgetLimits:
 
 
 class Budget:
-    """The run's spend as one process sees it: the ledger's total at the start plus this process's calls.
-    Thread-safe; shared by every worker of the process."""
+    """The run's spend: the ledger's total at the start plus the calls booked since. Thread-safe. One per
+    run, in the parent: its threads book here, worker processes and hosts through its broker (broker.py)."""
 
     def __init__(self, limit: float | None, spent: float = 0.0, label: str = "budget.max_cost_usd") -> None:
         self.limit = limit
@@ -50,17 +50,6 @@ class Budget:
         self.label = label
         self._reserved = 0.0
         self._cond = threading.Condition()
-
-    @classmethod
-    def for_process(cls, settings: dict[str, Any], limit: float | None, spent: float) -> Budget:
-        """Threads share one Budget. Worker processes share no memory, so each gets an equal share of
-        what is left: together they stay under the limit (and may stop a little before it). How many
-        processes there are is the executor's word (settings["invocation"]["processes"])."""
-        processes = int((settings.get("invocation") or {}).get("processes") or 1)
-        if limit is None or processes <= 1:
-            return cls(limit, spent)
-        share = spent + max(0.0, limit - spent) / processes
-        return cls(share, spent, f"this process's 1/{processes} share (${share:.6f}) of budget.max_cost_usd={limit}")
 
     def reserve(self, worst: float) -> float:
         """Reserve a call's worst case. Waits while calls in flight hold the room it needs (they may cost

@@ -1,11 +1,11 @@
 """What model calls in flight may have cost, on disk before a call is sent: so a kill -9 of the whole
 run cannot make the next invocation forget money it spent.
 
-Each worker process appends to its own file under `<run_dir>/spend/`: a call's worst case before it is
-sent, its real cost after. The parent, the only writer of the ledger, folds what no recorded result
-accounts for into the ledger (a call that never settled counts at its worst case) when a run starts
-and when it ends, then removes the files. Workers without the run directory on their filesystem (a
-remote cluster) keep no journal."""
+The parent books every call of a run here (its threads directly, worker processes through its broker),
+in a file of its own under `<run_dir>/spend/`: a call's worst case before it is sent, its real cost after.
+The parent, the only writer of the ledger, folds what no recorded result accounts for into the ledger (a
+call that never settled counts at its worst case) when a run starts and when it ends, then removes the
+files. Workers keep no journal, so cluster nodes need not see the run directory."""
 
 from __future__ import annotations
 
@@ -68,11 +68,20 @@ class SpendJournal:
         """Close and remove this journal once the ledger accounts for every call in it (the parent's own
         calls, e.g. the summariser's, whose results it stored with their cost)."""
         with self._lock:
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
+            self._close()
             if self._path is not None:
                 self._path.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        """Close and keep this journal (a broker's, once its workers are done): the parent folds it."""
+        with self._lock:
+            self._close()
+            self.directory = None  # a call booked after this (none should be) is not written to a folded file
+
+    def _close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def unaccounted(directory: Path) -> tuple[dict[tuple[str, int], float], list[Path]]:

@@ -126,6 +126,8 @@ def pass_rates(runs: list[RunData]) -> str | None:
     for run in runs:
         v = run.verification or {}
         row = {"pass rate (of samples)": 100 * v["pass_rate"]} if v.get("pass_rate") is not None else {}
+        if v.get("suspect") and v.get("pass_rate_without_suspect") is not None:  # zeros that may be infrastructure's
+            row["pass rate without verifier_suspect samples"] = 100 * v["pass_rate_without_suspect"]
         row.update({f"pass@{k} (of prompts)": 100 * p for k, p in (v.get("pass_at_k") or {}).items() if k != "1"})
         row.update({f"pass^{k} (of prompts)": 100 * p for k, p in (v.get("pass_hat_k") or {}).items() if k != "1"})
         values.append(row)

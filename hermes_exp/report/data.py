@@ -163,6 +163,27 @@ def _timings(db: sqlite_utils.Database, entries: list[dict[str, Any]], visible: 
         e["timings"] = found.get((e["index"], e["sample"] or 0))
 
 
+def _latest(db: sqlite_utils.Database, column: str) -> str:
+    """SQL for one column of a task's latest score (NULL in a ledger without it). A sample's verdict is its
+    latest score: the report has no config to tell which verifier the export would give its row, and a
+    re-score (action=score) is the latest."""
+    if "scores" not in db.table_names() or column not in db["scores"].columns_dict:
+        return "NULL"
+    return f"(SELECT {column} FROM scores s WHERE s.key = t.key ORDER BY s.scored_at DESC LIMIT 1)"
+
+
+def _suspect_kept(db: sqlite_utils.Database, entries: list[dict[str, Any]], visible: str) -> None:
+    """Kept entries whose latest score is verifier_suspect (trajectories.jsonl carries reward and passed only)."""
+    suspect = _latest(db, "suspect")
+    if suspect == "NULL":
+        return
+    marked = set(db.execute(f"SELECT prompt_index, COALESCE(sample, 0) FROM tasks t WHERE state = 'done' AND "
+                            f"{visible} AND {suspect} IS NOT NULL"))
+    for e in entries:
+        if (e["index"], e["sample"] or 0) in marked and e["verdict"] is not None:
+            e["verdict"] = "suspect"
+
+
 def _sample(db: sqlite_utils.Database, run_dir: Path, run: RunData, budget: int) -> list[dict[str, Any]]:
     """Kept trajectories from trajectories.jsonl (what a user trains on), then filtered and failed
     tasks from the ledger, which keep up to a quarter of the budget so their reasons can be seen."""
@@ -170,19 +191,17 @@ def _sample(db: sqlite_utils.Database, run_dir: Path, run: RunData, budget: int)
     kept_budget = budget - min(others, budget // 4)
     entries = _kept(run_dir / "trajectories.jsonl", run.label, kept_budget)
     _timings(db, entries, run.visible)
-    # A filtered sample's verdict is its latest score: the report has no config to tell which verifier
-    # the export would give its row, and a re-score (action=score) is the latest.
-    latest = ("(SELECT {} FROM scores s WHERE s.key = t.key ORDER BY s.scored_at DESC LIMIT 1)"
-              if "scores" in db.table_names() else "NULL")
-    rows = db.execute(f"SELECT prompt_index, prompt, state, reason, error_class, error, result, sample, "
-                      f"{latest.format('reward')}, {latest.format('passed')} FROM tasks t "
+    _suspect_kept(db, entries, run.visible)
+    latest = ", ".join(_latest(db, column) for column in ("reward", "passed", "suspect"))
+    rows = db.execute(f"SELECT prompt_index, prompt, state, reason, error_class, error, result, sample, {latest} FROM tasks t "
                       f"WHERE state IN ('filtered', 'error') AND {run.visible} ORDER BY prompt_index, key LIMIT ?",
                       [budget - len(entries)])
-    for index, prompt, state, reason, error_class, error, result, sample, reward, passed in rows:
+    for index, prompt, state, reason, error_class, error, result, sample, reward, passed, suspect in rows:
         raw = json.loads(result) if result else {}
         messages = raw.get("messages") or []
         turns = conversations(messages) if messages else [{"from": "error", "value": error or "(no message)"}]
-        score = Score(sample, reward, None if passed is None else bool(passed), error_class == "verifier")
+        score = Score(sample, reward, None if passed is None else bool(passed), error_class == "verifier",
+                      bool(suspect))
         entries.append(entry(run.label, index, state, reason or error_class, prompt, turns, score,
                              raw.get("timings")))
     return entries

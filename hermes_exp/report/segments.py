@@ -46,12 +46,15 @@ class Score(NamedTuple):
     reward: float | None = None
     passed: bool | None = None
     verifier_error: bool = False
+    suspect: bool = False  # verifier_suspect: a zero whose verification shows an infrastructure failure
 
     @property
     def verdict(self) -> str | None:
-        """passed | failed | error (the verification itself failed) | None (not verified)."""
+        """passed | failed | suspect (verifier_suspect) | error (the verification itself failed) | None (not verified)."""
         if self.verifier_error:
             return "error"
+        if self.suspect:
+            return "suspect"
         return None if self.passed is None else ("passed" if self.passed else "failed")
 
 

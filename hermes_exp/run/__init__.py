@@ -5,6 +5,8 @@
   distribution) that later code reads instead of validating the settings again
 - dispatch: The dispatch, in the parent alone: hand the pending tasks to the executor, commit each result to
   the ledger as it comes back, re-verify failed verifications, and close whatever the workers left open
+- environments: preflight=oracle: each distinct environment of the tasks to run checked once before any
+  model call; broken tasks recorded as error class `broken`, never sent to the model; verdicts kept by content key
 - export_action: `action=export` (and `action=compress`): re-apply the current filters to every finished task
   and rewrite the outputs from the ledger, without a single model call
 - export_scope: Which tasks an export covers: the invocation's own dataset selection and samples_per_prompt,

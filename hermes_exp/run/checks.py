@@ -110,6 +110,9 @@ def check_basics(settings: dict[str, Any]) -> None:
     from hermes_exp.model.checks import check_config  # sampling, routing, reasoning, retry, rate limit, budget
 
     check_config(settings)
+    from hermes_exp.worker import tracing  # tracing.*: the options, and the extra when they turn it on
+
+    tracing.check(settings)
     api_key(settings)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from hermes_exp.dataset.tasks import Scan, Slot, Task, stream_tasks
 from hermes_exp.model.clients import model_endpoint
+from hermes_exp.money import broker as budget_broker
 from hermes_exp.money.journal import fold_into
 from hermes_exp.run.guard import RunGuard
 from hermes_exp.run.signals import StopSignals
@@ -54,6 +55,7 @@ def dispatch(settings: dict[str, Any], ledger: Ledger, found: Scan, todo: list[S
         settings = {**settings, "invocation": {**settings.get("invocation", {}), "base_url": base_url,
                                                "run_id": run_id, "spent_usd": guard.spent, "id": invocation,
                                                "parent_pid": os.getpid()}}
+        settings, broker = budget_broker.serve(settings, executor.broker_bind(), guard.limit)
         try:
             loop.run(settings, found, todo, again)
         except KeyboardInterrupt:
@@ -63,6 +65,8 @@ def dispatch(settings: dict[str, Any], ledger: Ledger, found: Scan, todo: list[S
             stop.shield()  # a second Ctrl-C from here on only skips the grace period
             progress.close()
             stop_workers(run_id, float((settings.get("resume") or {}).get("grace_seconds", 10)), stop.hurry)
+            if broker is not None:  # after the workers' last calls; its journal is folded next
+                broker.close()
             fold_into(ledger, ledger.path.parent)  # calls of tasks whose results never came back
             ledger.finish_invocation(invocation, loop.ran, loop.calls)
     return EXIT_INTERRUPTED if interrupted else EXIT_OK
@@ -82,13 +86,18 @@ class _Loop:
     calls: int = 0
 
     def run(self, settings: dict[str, Any], found: Scan, todo: list[Slot], again: set[str]) -> None:
-        from hermes_exp.run import rescore
+        from hermes_exp.run import environments, rescore
         from hermes_exp.worker import task as worker
         from hermes_exp.model.probe import probe
+        from hermes_exp.worker import tracing
 
         ledger, guard, progress, redact = self.ledger, self.guard, self.progress, self.redact
         probe(settings["invocation"]["base_url"])
+        tracing.probe(settings)  # the OTLP collector, when the run exports its spans
         _preflight(settings, found.images, own_images=bool(getattr(found.source, "own_images", False)))
+        checked = environments.screen(self.executor, settings, ledger, found, todo)  # preflight=oracle
+        progress.total -= len(todo) - len(checked)  # broken tasks are recorded, never dispatched
+        todo = checked
         # What exists now (imports, config, the runtime: most of the heap) lives for the whole dispatch:
         # left out of the cyclic collector's full passes, which walked all of it several times a run.
         gc.freeze()

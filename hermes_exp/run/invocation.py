@@ -26,7 +26,7 @@ from hermes_exp.run.ledger_open import open_ledger
 from hermes_exp.run.lock import RunLock
 from hermes_exp.run.plan import plan_invocation
 from hermes_exp.run.signals import StopSignals
-from hermes_exp.settings import file_modes
+from hermes_exp.settings import file_modes, run_options
 from hermes_exp.run.summary import EXIT_INTERRUPTED, EXIT_OK, exit_code, say_outside, summary
 from hermes_exp.store import refilter
 from hermes_exp.store.export import export
@@ -128,7 +128,8 @@ def _locked(checked: Checked, settings: dict[str, Any], ledger: Ledger, found: S
     refilter.settled(ledger, settings)  # the tasks judged now used the same filters
     stats = export(ledger, run_dir, _may_shrink(settings) if refiltered else settings, checked.formats,
                    checked.selection)
-    projection = pilot.projection(ledger, chosen, total, int(settings["num_workers"])) if k else None
+    projection = pilot.projection(ledger, chosen, total, int(settings["num_workers"]),
+                                  run_options.preflight(settings) == "oracle") if k else None
     squeezed = compress.compress(ledger, run_dir, settings) if compress.wanted(settings) and \
         code == EXIT_OK else None
     return _Done(found, settings, guard, code, stats, len(todo), projection, squeezed)

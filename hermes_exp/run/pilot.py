@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hermes_exp.errors import ConfigError
+from hermes_exp.errors import BROKEN, ConfigError
 from hermes_exp.store.atomic import atomic_writer
 
 PILOT_FILE = "pilot.json"
@@ -50,13 +50,15 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))] if ordered else 0.0
 
 
-def projection(ledger: Any, keys: list[str], total_tasks: int, workers: int) -> dict[str, Any]:
+def projection(ledger: Any, keys: list[str], total_tasks: int, workers: int, checked: bool = False) -> dict[str, Any]:
     """From the pilot tasks' ledger rows (every attempt's spend, wall time): the whole run's cost
-    (mean and p90 per task) and duration at `workers` sessions at once."""
+    (mean and p90 per task) and duration at `workers` sessions at once. `checked`: preflight=oracle
+    checked their environments; a broken task (never sent to the model) is left out of the projection."""
     marks = ",".join("?" * len(keys))
-    rows = ledger.db.execute(f"SELECT state, spent_usd, started_at, finished_at FROM tasks WHERE key IN ({marks})",
-                             keys).fetchall()
-    settled = [r for r in rows if r[0] in ("done", "filtered", "error")]
+    rows = ledger.db.execute(f"SELECT state, spent_usd, started_at, finished_at, error_class FROM tasks "
+                             f"WHERE key IN ({marks})", keys).fetchall()
+    broken = sum(r[4] == BROKEN for r in rows)
+    settled = [r for r in rows if r[0] in ("done", "filtered", "error") and r[4] != BROKEN]
     costs = [float(r[1] or 0.0) for r in settled]
     seconds = [max(0.0, (r[3] or 0.0) - (r[2] or 0.0)) for r in settled if r[2] and r[3]]
     mean = sum(costs) / len(costs) if costs else 0.0
@@ -66,7 +68,8 @@ def projection(ledger: Any, keys: list[str], total_tasks: int, workers: int) -> 
             "projected_cost_usd": round(mean * total_tasks, 6),
             "projected_cost_p90_usd": round(_quantile(costs, 0.9) * total_tasks, 6),
             "mean_task_seconds": round(mean_s, 3),
-            "projected_seconds": round(mean_s * total_tasks / max(1, workers), 1)}
+            "projected_seconds": round(mean_s * total_tasks / max(1, workers), 1),
+            "environments": {"checked": checked, "held_up": len(keys) - broken, "broken": broken}}
 
 
 def report(run_dir: Path, proj: dict[str, Any]) -> None:
@@ -77,8 +80,18 @@ def report(run_dir: Path, proj: dict[str, Any]) -> None:
           f"{proj['mean_task_seconds']:.1f} s each\n"
           f"  projection for all {proj['tasks']} tasks of this run: ${proj['projected_cost_usd']:.4f} "
           f"(p90 ${proj['projected_cost_p90_usd']:.4f}), about {_hours(proj['projected_seconds'])} "
-          f"at num_workers\n  the same command without pilot=... runs the rest (the pilot's tasks are kept)",
-          file=sys.stderr)
+          f"at num_workers\n  {_environments(proj)}\n"
+          "  the same command without pilot=... runs the rest (the pilot's tasks are kept)", file=sys.stderr)
+
+
+def _environments(proj: dict[str, Any]) -> str:
+    """How many of the pilot tasks' environments held up preflight=oracle's check."""
+    env = proj.get("environments") or {}
+    if not env.get("checked"):
+        return ("environments: not checked (add preflight=oracle to run each task's reference solution and "
+                "verifier first; broken tasks are then never sent to the model)")
+    return (f"environments: {env['held_up']} of {proj['pilot_tasks']} pilot task(s) held up, {env['broken']} broken "
+            "(never sent to the model; left out of the projection)")
 
 
 def sweep_total(run_dirs: list[Path], since: float) -> str | None:

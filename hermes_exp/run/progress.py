@@ -59,7 +59,7 @@ class Progress:
         self.rate_limited = 0
         self._recent_429s: deque[float] = deque()
         self._last: float | None = None  # None: the first finished task prints at once in a log
-        self.scored = self.passed = 0  # verified samples of this invocation
+        self.scored = self.passed = self.suspect = 0  # verified samples of this invocation (suspect: verifier_suspect)
         self._live: Live | None = None
         self._proxied: list[tuple[logging.StreamHandler, TextIO]] = []
         if self.tty and total:
@@ -106,6 +106,7 @@ class Progress:
         if score and score.get("reward") is not None:
             self.scored += 1
             self.passed += bool(score.get("passed"))
+            self.suspect += bool(score.get("suspect"))
 
     def close(self) -> None:
         """Stop redrawing (the last bar stays on screen) and give the log handlers back their streams."""
@@ -151,6 +152,8 @@ class Progress:
                   (f"failed {self.counts['error']}", "red" if self.counts["error"] else "")]
         if self.scored:
             pieces.append((f"passed {self.passed}/{self.scored} ({100 * self.passed / self.scored:.0f}%)", "green"))
+        if self.suspect:  # zeros that look like the environment's, not the agent's
+            pieces.append((f"suspect {self.suspect}", "magenta"))
         if self.concurrency is not None:
             pieces.append((f"running {self.in_flight()}", "cyan"))
         if self.tokens or self.cost:

@@ -1,5 +1,5 @@
 """Verification without the agent: re-verify samples whose verification failed (every invocation does),
-and `action=score`, which applies the current verifier to every finished sample. `answer`, `checks` and
+and `action=score`, which applies the current verifier to every finished sample (or only the suspect ones). `answer`, `checks` and
 `judge` need only the ledger; `command` restores the task's workdir archive into a fresh sandbox."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from hermes_exp.worker import task as worker
 from hermes_exp.errors import VERIFIER
 from hermes_exp.store.filters import Filter
 from hermes_exp.store.ledger import Ledger
-from hermes_exp.store.scores import save_score, set_outcome
+from hermes_exp.store.scores import save_output, save_score, set_outcome
 from hermes_exp.settings.redact import Redactor
 from hermes_exp.store.score_record import judged, redacted_score
 from hermes_exp.worker.result import Reverified
@@ -58,11 +58,20 @@ def unscored(ledger: Ledger, keys: Iterable[str], book: Any) -> Iterator[str]:
             yield row["key"]
 
 
+def suspect(ledger: Ledger, keys: Iterable[str], book: Any) -> Iterator[str]:
+    """The keys whose score under the verifier the current config gives their row is verifier_suspect."""
+    for row in rows_of(ledger, keys):
+        score = book.get(row["key"], (json.loads(row["result"] or "{}")).get("row") or {})
+        if score is not None and score.get("suspect"):
+            yield row["key"]
+
+
 def apply(ledger: Ledger, out: Reverified, filters: list[Filter], batch_size: int) -> str:
     """Store one re-verification and the sample's new state; return that state."""
     score = out.score
     if score is not None:
         save_score(ledger, out.key, score)
+        save_output(ledger.path.parent, out.key, score)
     if out.spent_usd:
         ledger.add_spend(out.key, float(out.spent_usd))
     state, reason, error_class, error = judged(out.result, score, filters)

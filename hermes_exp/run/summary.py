@@ -40,7 +40,8 @@ def summary(run_dir: Path, stats: dict[str, Any], ran: int, interrupted: bool,
     written = ", ".join(f"{name}: {n}" for name, n in files.items() if name != "trajectories.jsonl")
     print(
         f"\n{stats['kept']} kept, {stats['filtered']} filtered{why(stats['discarded'])}, "
-        f"{stats['failed']} failed{why(stats['errors'])}, {stats['pending']} pending "
+        f"{stats['failed']} failed{why(stats['errors'])}, "
+        + (f"{stats['broken']} broken, " if stats.get("broken") else "") + f"{stats['pending']} pending "
         f"of {of} ({ran} planned now, {stats['api_calls']} model calls in all)\n"
         + (f"  by {refilter.describe(settings)}\n" if settings is not None else "")
         + f"  trajectories: {run_dir / 'trajectories.jsonl'}"
@@ -50,6 +51,8 @@ def summary(run_dir: Path, stats: dict[str, Any], ran: int, interrupted: bool,
         f"  ledger:       {run_dir / 'ledger.db'}", file=sys.stderr)
     if stats.get("verification"):
         print(summary_line(stats["verification"]), file=sys.stderr)
+    if stats.get("broken"):
+        print(broken_lines(stats), file=sys.stderr)
     if interrupted:
         print("interrupted: finished tasks are saved. To resume, run the same command again:\n  "
               + " ".join(["hermes-exp", *sys.argv[1:]]), file=sys.stderr)
@@ -58,3 +61,16 @@ def summary(run_dir: Path, stats: dict[str, Any], ran: int, interrupted: bool,
         print(f"  some tasks failed ({classes}); the same command again retries the classes in "
               f"resume.retry_errors (default provider,sandbox); to retry all: resume.retry_errors=[{classes}]",
               file=sys.stderr)
+
+
+def broken_lines(stats: dict[str, Any], tail_lines: int = 3) -> str:
+    """The tasks preflight=oracle found broken, each with why and the end of its verifier's output."""
+    listed = stats.get("broken_tasks") or []
+    out = [f"  broken tasks (preflight=oracle): {stats['broken']}, never sent to the model and not in the pass "
+           "rates; fix them and run the same command again (an edited task is checked again)"]
+    for entry in listed[:20]:
+        out.append(f"    {entry['why']}" + (f" (sample {entry['sample']})" if entry.get("sample") else ""))
+        out += [f"      | {line}" for line in entry["tail"].strip().splitlines()[-tail_lines:]]
+    if stats["broken"] > min(20, len(listed)):
+        out.append(f"    ... {stats['broken'] - min(20, len(listed))} more in ledger.db (tasks.error_class = 'broken')")
+    return "\n".join(out)

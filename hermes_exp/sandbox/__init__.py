@@ -11,6 +11,9 @@
   socket whose output frames a thread copies to disk
 - docker_compat: Engines behind the Docker API that are not Docker's dockerd (Podman's service), and runtimes
   that are not runc (gVisor's runsc): what each needs, learned from the engine once before any container
+- docker_changes: What a task changed in its container outside the working directory (the engine's list of
+  changed paths read into a tar and a list of deletions), so a fresh container can be put back in that state
+  before a re-score
 - docker_engine: The Docker engine as `sandbox=docker` sees it: the SDK (imported lazily, with an install
   hint), the errors that mean "the engine failed", one client per factory, the labels a run's containers carry
   and the removal of a run's containers (its leftovers at start, all of them at shutdown)
@@ -29,6 +32,8 @@
   close() queues its container and returns, so the session and its slot are free at once while a few remover
   threads do the engine's work
 - docker_sandbox: `DockerSandbox`: one task's running container
+- dockerfile: The base images a Dockerfile builds on (its FROM lines, ARG defaults substituted): part of a
+  built image's tag, so a changed base image means a new build
 - files: Files into and out of a sandbox: a row's `files` / `tests` / `solution_files` (a map path -> content,
   or a local folder) copied in as one tar, and the working directory archived (gzip, size-capped) and
   restored, so a `command` verifier can re-run in a fresh sandbox (`action=score`)

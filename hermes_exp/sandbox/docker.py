@@ -55,7 +55,8 @@ class DockerSandboxFactory:
         self._client: Any = None
         self._facts = EngineFacts()  # what the engine is (docker_compat), learned with the client
         self._images = ImageCache(self._api, o["pull_timeout"])
-        self._builder = ImageBuilder(self._api, _engine_errors, base_dir, o["max_builds"])  # a row's container.build
+        self._builder = ImageBuilder(self._api, _engine_errors, base_dir, o["max_builds"],  # a row's container.build
+                                     rebuild_before=self._born if o["rebuild"] else None)
         self.pool = WarmPool(o["warm_pool"], self._make_pooled, lambda cid: quietly_remove(self._api(), cid),
                              pace=self._start_rate.wait)
         self._remover = Remover(lambda cid: quietly_remove(self._api(), cid), backlog=self._max or 64) \
@@ -128,7 +129,8 @@ class DockerSandboxFactory:
                 env.pop(name)  # keep the image's own PATH (conda, venvs, ...); a task image's HOME
         return DockerSandbox(self._api(), cid, workdir=workdir, env=env,
                              output_limit=self._output_limit, own_session=self._facts.podman,
-                             on_close=self._closer(networked(self._limits, row.get("container") or {})))
+                             on_close=self._closer(networked(self._limits, row.get("container") or {})),
+                             user=(row.get("container") or {}).get("user"))
 
     def _closer(self, on_network: bool) -> Any:
         """The sandbox's on_close, once: its container removed (queued for the remover, which waits

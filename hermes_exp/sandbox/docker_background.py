@@ -29,7 +29,7 @@ KILLED = 137  # what a shell reports for a command ended by SIGKILL
 
 class DockerBackground:
     def __init__(self, id_: str, api: Any, container_id: str, command: str, *, workdir: str,
-                 env: dict[str, str]) -> None:
+                 env: dict[str, str], user: str | None = None) -> None:
         from hermes_exp.sandbox.docker_engine import _docker
 
         self.id, self.command, self.started = id_, command, time.time()
@@ -37,7 +37,7 @@ class DockerBackground:
         self._api, self._cid = api, container_id
         self._pidfile = f"/tmp/.hx-{self.id}.pid"
         self._exec_id = api.exec_create(container_id, ["sh", "-c", WRAPPER, self._pidfile, command], stdin=True,
-                                        workdir=workdir, environment=env)["Id"]
+                                        workdir=workdir, environment=env, user=user or "")["Id"]
         self._sock = api.exec_start(self._exec_id, socket=True)
         self._raw: socket.socket = getattr(self._sock, "_sock", self._sock)
         self._stdin_open = True
@@ -57,7 +57,7 @@ class DockerBackground:
         """None while its output stream is open; then the code the wrapper recorded (KILLED if none)."""
         if self._code is None and not self._reader.is_alive():
             try:
-                run = self._api.exec_create(self._cid, ["cat", self._pidfile + ".rc"])
+                run = self._api.exec_create(self._cid, ["cat", self._pidfile + ".rc"], user="0")
                 text = self._api.exec_start(run["Id"]).decode("utf-8", "replace").strip()
             except Exception:  # the container is gone: nothing runs any more
                 text = ""

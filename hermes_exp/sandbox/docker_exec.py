@@ -29,15 +29,16 @@ SESSION = ('f=/tmp/.hx-exec-$$; if command -v setsid >/dev/null 2>&1; then '
 
 
 def run_exec(api: Any, cid: str, command: str, timeout: float, *, workdir: str, env: dict[str, str],
-             output_limit: int, own_session: bool = False) -> ExecResult:
-    """Stream the output in a thread while watching the clock and the command. When the command
+             output_limit: int, user: str | None = None, own_session: bool = False) -> ExecResult:
+    """Run `command` as `user` (None or "": the image's user). Stream the output in a thread while
+    watching the clock and the command. When the command
     ends but background children keep its output open, or on timeout, every process of the
     container but pid 1 is killed (`kill -9 -1`, so one command at a time per sandbox), as the
     local backend kills the command's process group. `own_session`: see SESSION."""
     argv = ["sh", "-c", SESSION, command] if own_session else ["sh", "-c", command]
     with tempfile.TemporaryFile() as out:  # like run_group: a flood of output costs disk, not memory
         try:
-            exec_id = api.exec_create(cid, argv, workdir=workdir, environment=env)["Id"]
+            exec_id = api.exec_create(cid, argv, workdir=workdir, environment=env, user=user or "")["Id"]
             stream = api.exec_start(exec_id, stream=True)
             flooded = threading.Event()
             reader = threading.Thread(target=_spool, args=(stream, out, flooded), daemon=True)

@@ -29,12 +29,13 @@ READ = f'if [ -L "$0" ]; then readlink "$0"; exit {SYMLINK}; fi; {FOLLOWED}'
 WRITE = (f'[ -d "$0" ] && exit {IS_DIR}; mkdir -p "$1" && rm -f "$0" && cat > "$0" && chmod 644 "$0"')
 
 
-def read_file(api: Any, cid: str, workdir: str, path: str, limit: int) -> bytes:
+def read_file(api: Any, cid: str, workdir: str, path: str, limit: int, user: str | None = None) -> bytes:
+    """`user`: the agent's (a Harbor task's [agent].user), else root."""
     full = posixpath.join(workdir, confine(workdir, path))
-    code, out, err = _run(api, cid, ["sh", "-c", READ, full, str(max(limit, 0))], None)
+    code, out, err = _run(api, cid, ["sh", "-c", READ, full, str(max(limit, 0))], None, user)
     if code == SYMLINK:  # only to a target inside the workdir (from there on, as the shell follows it)
         full = posixpath.join(workdir, confine(workdir, out.decode("utf-8", "replace").rstrip("\n")))
-        code, out, err = _run(api, cid, ["sh", "-c", FOLLOWED, full, str(max(limit, 0))], None)
+        code, out, err = _run(api, cid, ["sh", "-c", FOLLOWED, full, str(max(limit, 0))], None, user)
     if code == NOT_FOUND_127:
         return archive.read_file(api, cid, workdir, path, limit)
     if code == IS_DIR:
@@ -48,12 +49,12 @@ def read_file(api: Any, cid: str, workdir: str, path: str, limit: int) -> bytes:
     return out
 
 
-def write_file(api: Any, cid: str, workdir: str, path: str, data: bytes) -> None:
+def write_file(api: Any, cid: str, workdir: str, path: str, data: bytes, user: str | None = None) -> None:
     rel = confine(workdir, path)
     if rel == ".":
         raise ToolError(f"{path} is a directory")
     full = posixpath.join(workdir, rel)
-    code, _, err = _run(api, cid, ["sh", "-c", WRITE, full, posixpath.dirname(full)], data)
+    code, _, err = _run(api, cid, ["sh", "-c", WRITE, full, posixpath.dirname(full)], data, user)
     if code == NOT_FOUND_127:
         archive.write_file(api, cid, workdir, path, data)
     elif code == IS_DIR:
@@ -72,11 +73,11 @@ def _why(err: bytes) -> str:
     return text.splitlines()[-1] if text else "the command failed"
 
 
-def _run(api: Any, cid: str, argv: list[str], stdin: bytes | None) -> tuple[int, bytes, bytes]:
-    """One exec as root (as the archive API writes): `stdin` sent then half-closed; (exit code, stdout,
-    stderr). The output is bounded by the scripts themselves (`head -c`; a write prints only errors)."""
+def _run(api: Any, cid: str, argv: list[str], stdin: bytes | None, user: str | None) -> tuple[int, bytes, bytes]:
+    """One exec as `user`, else root (as the archive API writes): `stdin` sent then half-closed; (exit code,
+    stdout, stderr). The output is bounded by the scripts themselves (`head -c`; a write prints only errors)."""
     try:
-        exec_id = api.exec_create(cid, argv, stdin=stdin is not None, user="0")["Id"]
+        exec_id = api.exec_create(cid, argv, stdin=stdin is not None, user=user or "0")["Id"]
         sock = api.exec_start(exec_id, socket=True)
         try:
             if stdin is not None:

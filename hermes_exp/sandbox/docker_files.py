@@ -104,6 +104,13 @@ def put_archive(api: Any, cid: str, at: str, data: bytes) -> None:
         raise SandboxError(f"cannot copy files into container {cid[:12]}: {exc}") from exc
 
 
+def top_names(data: bytes) -> list[str]:
+    """The first parts of a tar's names (what unpacking it creates or replaces at its root)."""
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tops = {posixpath.normpath(m.name).lstrip("/").split("/")[0] for m in tar.getmembers()}
+    return sorted(t for t in tops if t not in ("", "."))
+
+
 def get_archive(api: Any, cid: str, workdir: str, max_bytes: int | None) -> bytes | None:
     """The working directory as a tar with paths relative to it (None beyond `max_bytes`)."""
     found = stat(api, cid, workdir)

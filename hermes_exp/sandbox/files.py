@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import inspect
 import io
+import json
 import posixpath
 import tarfile
 import time
@@ -90,27 +91,100 @@ def _put_absolute(sandbox: Sandbox, spec: FileSpec, base_dir: str, dest: str, fi
         return sum(1 for m in tar.getmembers() if m.isfile())
 
 
+# A container's changes outside the working directory ride in the same archive, under a name no
+# workdir entry is restored from: CHANGES/root/<path> (relative to /) and CHANGES/deleted.json.
+CHANGES = ".hermes-exp-changes"
+
+
 def archive_workdir(sandbox: Sandbox, max_bytes: int) -> tuple[bytes | None, str]:
-    """The working directory as a .tar.gz, or (None, why) when the sandbox cannot archive or the
-    archive would exceed `max_bytes`."""
+    """The working directory as a .tar.gz (with what a container changed elsewhere), or (None, why) when
+    the sandbox cannot archive or the archive would exceed `max_bytes`."""
     get = getattr(sandbox, "get_archive", None)
     if get is None:
         return None, f"{type(sandbox).__name__} cannot archive its working directory"
-    raw = get(max_bytes * 8)
+    changes = getattr(sandbox, "get_changes", None)
+    whole_root = changes is not None and getattr(sandbox, "workdir", None) == "/"  # the changes are the workdir's
+    raw = _empty_tar() if whole_root else get(max_bytes * 8)
     if raw is None:
         return None, f"the working directory is larger than {max_bytes * 8} bytes uncompressed"
+    if changes is not None:
+        outside, deleted = changes(max_bytes * 8)
+        if outside is None:
+            return None, f"the files changed outside the working directory exceed {max_bytes * 8} bytes uncompressed"
+        raw = _with_changes(raw, outside, deleted)
     packed = gzip.compress(raw, compresslevel=6, mtime=0)
     if len(packed) > max_bytes:
         return None, f"the archive ({len(packed)} bytes) exceeds verifier.archive_max_mb"
     return packed, ""
 
 
+def _empty_tar() -> bytes:
+    buf = io.BytesIO()
+    tarfile.open(fileobj=buf, mode="w").close()
+    return buf.getvalue()
+
+
+def _with_changes(raw: bytes, outside: bytes, deleted: list[str]) -> bytes:
+    """The workdir tar with the changes outside it added under CHANGES/ (nothing added when there are none)."""
+    with tarfile.open(fileobj=io.BytesIO(outside)) as more:
+        if not deleted and not more.getmembers():
+            return raw
+    out = io.BytesIO()
+    with tarfile.open(fileobj=io.BytesIO(raw)) as src, tarfile.open(fileobj=out, mode="w") as dst:
+        _copy(src, dst, lambda name: name)
+        with tarfile.open(fileobj=io.BytesIO(outside)) as more:
+            _copy(more, dst, lambda name: f"{CHANGES}/root/{name}")
+        listing = json.dumps(sorted(deleted)).encode()
+        info = tarfile.TarInfo(f"{CHANGES}/deleted.json")
+        info.size = len(listing)
+        dst.addfile(info, io.BytesIO(listing))
+    return out.getvalue()
+
+
+def _copy(src: tarfile.TarFile, dst: tarfile.TarFile, rename: Any) -> None:
+    for member in src:
+        data = src.extractfile(member) if member.isfile() else None
+        member.name = rename(member.name)
+        if member.islnk():
+            member.linkname = rename(member.linkname)
+        dst.addfile(member, data)
+
+
+def _split(raw: bytes) -> tuple[bytes, bytes | None, list[str]]:
+    """(the workdir tar, the tar of changes outside it or None, the deleted paths) of an archive."""
+    workdir, root, deleted = io.BytesIO(), io.BytesIO(), []
+    prefix = f"{CHANGES}/root/"
+    with tarfile.open(fileobj=io.BytesIO(raw)) as src, tarfile.open(fileobj=workdir, mode="w") as w, \
+            tarfile.open(fileobj=root, mode="w") as r:
+        for member in src:
+            data = src.extractfile(member) if member.isfile() else None
+            if member.name == f"{CHANGES}/deleted.json":
+                deleted = json.loads(data.read())
+            elif member.name.startswith(prefix):
+                member.name = member.name[len(prefix):]
+                if member.islnk():
+                    member.linkname = member.linkname.removeprefix(prefix)
+                r.addfile(member, data)
+            elif member.name != CHANGES:
+                w.addfile(member, data)
+        found = r.offset > 0 or bool(deleted)
+    return workdir.getvalue(), root.getvalue() if found else None, deleted
+
+
 def restore_workdir(sandbox: Sandbox, packed: bytes) -> None:
-    """Unpack an archive made by archive_workdir into a fresh sandbox's working directory."""
-    raw = gzip.decompress(packed)
+    """Unpack an archive made by archive_workdir into a fresh sandbox: what a container deleted and
+    changed outside the working directory first, then the working directory (owners as recorded)."""
+    raw, outside, deleted = _split(gzip.decompress(packed))
     put = getattr(sandbox, "put_archive", None)
+    if outside is not None or deleted:
+        if put is None or not hasattr(sandbox, "remove_paths"):
+            raise ConfigError(f"the archive holds changes outside the working directory, which only sandbox=docker "
+                              f"can restore ({type(sandbox).__name__} cannot)", "re-score it with sandbox=docker")
+        sandbox.remove_paths(deleted)
+        if outside is not None:
+            put(outside, at="/", as_is=True)
     if put is not None:
-        put(raw)
+        put(raw, **({"as_is": True} if "as_is" in inspect.signature(put).parameters else {}))
         return
     with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
         for member in tar.getmembers():

@@ -51,6 +51,7 @@ def docker(raw: Mapping[str, Any]) -> dict[str, Any]:
         "max_sandboxes": s.number("max_sandboxes", 8, low=0, integer=True, unit="live containers; 0 = no cap"),
         "pull_timeout": s.number("pull_timeout", 300, positive=True, unit="seconds"),
         "max_builds": s.number("max_builds", 2, low=1, integer=True, unit="images built at once"),
+        "rebuild": s.flag("rebuild", False),
         "max_starts_per_second": s.number("max_starts_per_second", 0.0, low=0, unit="starts per second; 0 = no cap"),
         "warm_pool": s.number("warm_pool", 0, low=0, integer=True, unit="containers started ahead; 0 = off"),
         "remove_in_background": s.flag("remove_in_background", True), "runtime": _text(s, "runtime", None),

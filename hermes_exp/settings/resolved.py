@@ -28,7 +28,7 @@ NOT_IDENTITY = {
               "mock_server.fail_rate", "mock_server.faults", "mock_server.usage_cost", "mock_server.provider_name", "cache_control",
               "mock_server.summary_chars"],
     "provider": ["api_key_env", "base_url", "headers"],
-    "sandbox": ["_target_", "root", "keep", "max_sandboxes", "pull_timeout", "output_limit", "max_builds",
+    "sandbox": ["_target_", "root", "keep", "max_sandboxes", "pull_timeout", "output_limit", "max_builds", "rebuild",
                 "max_starts_per_second", "warm_pool", "remove_in_background", "runtime"],
     "distribution": ["description"],
 }

@@ -1,11 +1,14 @@
 """The ledger (the run's single source of truth) and everything derived from it: scores, exports, statistics.
 
+- atif: ATIF v1.8 (Harbor's Agent Trajectory Interchange Format): one trajectory per kept sample, from its
+  raw result, as one line of `trajectories.atif.jsonl`
 - atomic: Atomic file output: write to a temp file beside the target, fsync, rename over it
 - batches: batch_N.jsonl: the kept trajectories grouped by the batch each finished in, copied from the bytes
   just written to trajectories.jsonl (each trajectory is built once per export, not once per file)
+- environments: preflight=oracle's verdicts in the ledger, keyed by an environment's content key
 - export: Export the ledger to trajectories.jsonl, batch_N.jsonl and statistics.json, atomically
 - export_reuse: The export's index (`.export-index` in the run dir): per task, a digest of the ledger columns
-  its lines were made from, where its ShareGPT and OpenAI lines sit in the files that export wrote, the score
+  its lines were made from, where its ShareGPT, OpenAI and ATIF lines sit in the files that export wrote, the score
   they show and the task's statistics facts; then the settings the lines depend on and the identity (size,
   mtime, ctime, inode) of every file it points into
 - export_rows: The export's tasks, one at a time in dataset order: each with its score, statistics facts and

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_exp.errors import LedgerError
+from hermes_exp.store.atif import ATIF_FILE
 from hermes_exp.store.atomic import atomic_writer
 from hermes_exp.store.batches import BatchPlaces, batch_name
 from hermes_exp.store.export_reuse import INDEX, OPENAI_FILE, Previous, Recorder, Stale, settings_key
@@ -120,20 +121,22 @@ def _export(ledger: Ledger, run_dir: Path, settings: dict[str, Any], tasks: Task
     stats = StatsBuilder(tasks.registry.known_tools)
     chosen = Selection(ledger, settings, selection, ranked=tasks.ranked)
     splits = bool((settings.get("outputs") or {}).get("splits"))
-    openai = "openai" in formats
+    wanted = {OPENAI_FILE: "openai" in formats, ATIF_FILE: "atif" in formats}
     places, kept = BatchPlaces(), _Kept()
     record = Recorder(run_dir)
     try:
         with atomic_writer(run_dir / TRAJECTORIES, binary=True) as out, _splits(run_dir, splits) as split, \
-                _optional(run_dir / OPENAI_FILE, openai) as oa:
-            files = _write(tasks, chosen, stats, [out, *(split or (None, None))], oa, places, kept, record)
+                _optional(run_dir / OPENAI_FILE, wanted[OPENAI_FILE]) as oa, \
+                _optional(run_dir / ATIF_FILE, wanted[ATIF_FILE]) as atif:
+            files = _write(tasks, chosen, stats, [out, *(split or (None, None))], {OPENAI_FILE: oa, ATIF_FILE: atif},
+                           places, kept, record)
         batches = places.write(run_dir / TRAJECTORIES, run_dir, kept.unchanged(tasks.previous))
         if "parquet" in formats:
             write_parquet(run_dir)
         else:  # an earlier export's parquet file would not match the files beside it (as the splits)
             (run_dir / PARQUET_FILE).unlink(missing_ok=True)
-        if not openai:
-            (run_dir / OPENAI_FILE).unlink(missing_ok=True)
+        for name in (n for n, want in wanted.items() if not want):
+            (run_dir / name).unlink(missing_ok=True)
         known = ledger.meta("dataset_tasks")
         statistics = stats.build(settings, ledger.invocations(), int(known) if known else None)
         # what the files beside it hold, and what chose it (the summary and the report print these)
@@ -143,19 +146,21 @@ def _export(ledger: Ledger, run_dir: Path, settings: dict[str, Any], tasks: Task
             fh.write(dumps(statistics))
         if tasks.previous is not None:
             tasks.previous.close()  # the files it read are replaced: the old index goes with them
-        record.commit(key, {OPENAI_FILE: None, **files}, batches)
+        record.commit(key, {OPENAI_FILE: None, ATIF_FILE: None, **files}, batches)
     except BaseException:
         record.abort()
         raise
     return statistics
 
 
-def _write(tasks: Tasks, chosen: Selection, stats: StatsBuilder, outs: list[Any], oa: Any, places: BatchPlaces,
-           kept: _Kept, record: Recorder) -> dict[str, int | None]:
-    """Every visible task's lines into trajectories.jsonl, the splits and the OpenAI file (each task's
-    line made once), its statistics, its batch place and its index record; the lines each file got."""
+def _write(tasks: Tasks, chosen: Selection, stats: StatsBuilder, outs: list[Any], formats: dict[str, Any],
+           places: BatchPlaces, kept: _Kept, record: Recorder) -> dict[str, int | None]:
+    """Every visible task's lines into trajectories.jsonl, the splits and the `formats` files (OpenAI,
+    ATIF: each task's line made once), its statistics, its batch place and its index record; the lines
+    each file got."""
     sinks = [_Sink(fh) if fh is not None else None for fh in outs]  # trajectories, passed, failed
-    oa_sink = _Sink(oa) if oa is not None else None
+    extras = {name: _Sink(fh) for name, fh in formats.items() if fh is not None}
+    oa_sink = extras.get(OPENAI_FILE)
     for task in tasks.each(chosen.visible):
         row = task.row
         done = row["state"] == "done"
@@ -166,38 +171,39 @@ def _write(tasks: Tasks, chosen: Selection, stats: StatsBuilder, outs: list[Any]
                 if chosen.keep(row, empty):
                     oa_sink.put(tasks.openai_line(task, empty))
             continue
-        where, oa_at = _write_task(tasks, chosen, task, sinks, oa_sink, places, kept)
+        where, at = _write_task(tasks, chosen, task, sinks, extras, places, kept)
         if isinstance(row["prompt_index"], int):
             facts = task.entry.raw if task.entry is not None else task.facts
-            record.add(row["key"], task.version, row["prompt_index"], where, oa_at, task.shown, facts)
+            record.add(row["key"], task.version, row["prompt_index"], where, at[OPENAI_FILE], at[ATIF_FILE],
+                       task.shown, facts)
     files: dict[str, int | None] = {TRAJECTORIES: sinks[0].count}  # type: ignore[union-attr]
     files.update({name: sink.count if sink is not None else None for name, sink in zip(SPLITS, sinks[1:])})
-    if oa_sink is not None:
-        files[OPENAI_FILE] = oa_sink.count
+    files.update({name: sink.count for name, sink in extras.items()})
     return files
 
 
-def _write_task(tasks: Tasks, chosen: Selection, task: Any, sinks: list[_Sink | None], oa: _Sink | None,
-                places: BatchPlaces, kept: _Kept) -> tuple[tuple[int, int, int], tuple[int, int]]:
-    """One task with a result: its line into trajectories.jsonl (and its OpenAI record) when kept, into
-    passed.jsonl or failed.jsonl when scored. Returns where the index finds its line (file 1 to 3,
-    offset, length; file 0: nowhere) and its OpenAI record (offset, length; -1: none)."""
+def _write_task(tasks: Tasks, chosen: Selection, task: Any, sinks: list[_Sink | None], extras: dict[str, _Sink],
+                places: BatchPlaces, kept: _Kept) -> tuple[tuple[int, int, int], dict[str, tuple[int, int]]]:
+    """One task with a result: its line into trajectories.jsonl (and its OpenAI and ATIF records) when kept,
+    into passed.jsonl or failed.jsonl when scored. Returns where the index finds its line (file 1 to 3,
+    offset, length; file 0: nowhere) and, per format file, its record (offset, length; -1: none)."""
     row, score = task.row, task.score
-    line, where, oa_at = None, (0, 0, 0), (0, -1)
+    line, where = None, (0, 0, 0)
+    at = {OPENAI_FILE: (0, -1), ATIF_FILE: (0, -1)}
     if row["state"] == "done" and chosen.keep(row, score):
         line, source = tasks.line(task)
         where = (1, *sinks[0].put(line))  # type: ignore[union-attr]
         places.add_size(row["batch_num"], len(line))
         kept.add(row["batch_num"], source == 1)
-        if oa is not None:
-            oa_at = oa.put(tasks.openai_line(task, score))
+        for name, sink in extras.items():
+            at[name] = sink.put(tasks.format_line(name, task, score))
     if sinks[1] is not None and _in_splits(row, score):
         if line is None:
             line, _ = tasks.line(task)
         n = 1 if score["passed"] else 2  # type: ignore[index]
-        at = sinks[n].put(line)  # type: ignore[union-attr]
-        where = where if where[0] else (n + 1, *at)
-    return where, oa_at
+        placed = sinks[n].put(line)  # type: ignore[union-attr]
+        where = where if where[0] else (n + 1, *placed)
+    return where, at
 
 
 class _Sink:
@@ -235,8 +241,9 @@ class _Kept:
 
 def _in_splits(row: dict[str, Any], score: dict[str, Any] | None) -> bool:
     """passed.jsonl / failed.jsonl: scored samples that pass the quality filters (kept, or dropped only
-    for failing verification), split by the verifier's verdict, whatever the selection."""
-    return (score is not None and score.get("passed") is not None
+    for failing verification), split by the verifier's verdict, whatever the selection; a verifier_suspect
+    one is in neither (its zero may be the environment's)."""
+    return (score is not None and score.get("passed") is not None and not score.get("suspect")
             and (row["state"] == "done" or row["reason"] == "not_passed"))
 
 

@@ -1,5 +1,5 @@
 """The export's index (`.export-index` in the run dir): per task, a digest of the ledger columns its
-lines were made from, where its ShareGPT and OpenAI lines sit in the files that export wrote, the score
+lines were made from, where its ShareGPT, OpenAI and ATIF lines sit in the files that export wrote, the score
 they show and the task's statistics facts; then the settings the lines depend on and the identity
 (size, mtime, ctime, inode) of every file it points into. The next export copies the bytes of a task
 whose inputs did not change instead of rendering them again, but only while each file is the one the
@@ -20,12 +20,12 @@ from typing import IO, Any
 from hermes_exp.settings.file_modes import file_mode
 
 INDEX = ".export-index"
-FORMAT = 1
+FORMAT = 2  # 2: each task's ATIF record too
 LINE_FILES = ("", "trajectories.jsonl", "passed.jsonl", "failed.jsonl")  # 0: the line is in none
 OPENAI_FILE = "trajectories.openai.jsonl"
 # key digest, version digest, prompt_index, line file, offset, length, openai offset, length (-1: none),
-# reward given, reward, passed (-1: None), facts length
-_RECORD = struct.Struct("<16s16sqBqqqqBdbI")
+# atif offset, length (-1: none), reward given, reward, passed (-1: None), facts length
+_RECORD = struct.Struct("<16s16sqBqqqqqqBdbI")
 _TAIL = struct.Struct("<Q")
 
 
@@ -58,6 +58,7 @@ class Entry:
     prompt_index: int
     line: tuple[int, int, int]  # (file number in LINE_FILES, offset, length)
     openai: tuple[int, int]  # (offset, length); length -1: none
+    atif: tuple[int, int]  # (offset, length) in the ATIF file; length -1: none
     shown: tuple[float | None, bool | None]  # the reward and passed the lines show
     facts: dict[str, Any]
     raw: bytes  # the facts as the index keeps them (copied to the next index as they are)
@@ -137,10 +138,10 @@ class Previous:
         if self._fh.tell() >= self._end:
             return None
         head = self._fh.read(_RECORD.size)
-        key, ver, pi, lf, lo, ll, oo, ol, given, reward, passed, size = _RECORD.unpack(head)
+        key, ver, pi, lf, lo, ll, oo, ol, ao, al, given, reward, passed, size = _RECORD.unpack(head)
         raw = self._fh.read(size)
-        return key, Entry(ver, pi, (lf, lo, ll), (oo, ol), (reward if given else None, None if passed < 0 else bool(passed)),
-                          json.loads(raw), raw)
+        return key, Entry(ver, pi, (lf, lo, ll), (oo, ol), (ao, al),
+                          (reward if given else None, None if passed < 0 else bool(passed)), json.loads(raw), raw)
 
 
 class Recorder:
@@ -154,10 +155,10 @@ class Recorder:
         self._fh = os.fdopen(fd, "wb")
 
     def add(self, key: str, ver: bytes, prompt_index: int, line: tuple[int, int, int], openai: tuple[int, int],
-            shown: tuple[float | None, bool | None], facts: dict[str, Any] | bytes) -> None:
+            atif: tuple[int, int], shown: tuple[float | None, bool | None], facts: dict[str, Any] | bytes) -> None:
         body = facts if isinstance(facts, bytes) else json.dumps(facts, ensure_ascii=False).encode()
         reward, passed = shown
-        self._fh.write(_RECORD.pack(digest(key), ver, prompt_index, *line, *openai, reward is not None,
+        self._fh.write(_RECORD.pack(digest(key), ver, prompt_index, *line, *openai, *atif, reward is not None,
                                     reward or 0.0, -1 if passed is None else int(passed), len(body)))
         self._fh.write(body)
 

@@ -8,6 +8,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from hermes_exp.store.atif import ATIF_FILE, atif_record
 from hermes_exp.store.export_reuse import LINE_FILES, OPENAI_FILE, Entry, Previous, version
 from hermes_exp.store.formats import openai_record
 from hermes_exp.store.ledger import Ledger
@@ -107,8 +108,16 @@ class Tasks:
         return (json.dumps(line, ensure_ascii=False) + "\n").encode(), 0
 
     def openai_line(self, task: Task, score: dict[str, Any] | None) -> bytes:
+        return self.format_line(OPENAI_FILE, task, score)
+
+    def format_line(self, name: str, task: Task, score: dict[str, Any] | None) -> bytes:
+        """The task's line of format file `name` (OPENAI_FILE, ATIF_FILE), copied from the last export's
+        file when the index has it for the score it shows."""
         entry = task.entry
-        if entry is not None and entry.openai[1] >= 0 and entry.shown == task.shown:
-            return self.previous.read(OPENAI_FILE, *entry.openai)  # type: ignore[union-attr]
-        record = openai_record(task.row, self.result(task) or {}, self.model, score, self.registry)
+        if entry is not None and entry.shown == task.shown:
+            offset, length = entry.openai if name == OPENAI_FILE else entry.atif
+            if length >= 0:
+                return self.previous.read(name, offset, length)  # type: ignore[union-attr]
+        make = openai_record if name == OPENAI_FILE else atif_record
+        record = make(task.row, self.result(task) or {}, self.model, score, self.registry)
         return (json.dumps(record, ensure_ascii=False) + "\n").encode()

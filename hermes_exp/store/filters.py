@@ -76,10 +76,13 @@ class ToolErrors:
 
 
 class Verified:
-    """Keep only samples their verifier passed (a sample without a score is dropped too)."""
+    """Keep only samples their verifier passed (a sample without a score is dropped too, and one whose
+    verification shows an infrastructure failure: verifier_suspect)."""
 
     def __call__(self, result: dict[str, Any]) -> str | None:
         score = result.get("score") or {}
+        if score.get("suspect"):
+            return "verifier_suspect"
         if score.get("passed"):
             return None
         return "not_passed" if score.get("passed") is False else "not_verified"

@@ -1,4 +1,5 @@
-"""Extra output formats derived from the ledger: OpenAI messages JSONL and Parquet trajectories.
+"""Extra output formats derived from the ledger: OpenAI messages JSONL and Parquet trajectories (ATIF:
+store/atif.py).
 
 ShareGPT `trajectories.jsonl` is always written (it is the Hermes-compatible output); these are
 chosen with `outputs.formats`. Like every export, each file is written atomically."""
@@ -19,7 +20,7 @@ from hermes_exp.store.sharegpt import sent_tools, system_mode
 from hermes_exp.tools.registry import Registry
 from hermes_exp.optional import require
 
-FORMATS = ("sharegpt", "openai", "parquet")
+FORMATS = ("sharegpt", "openai", "parquet", "atif")  # atif: store/atif.py
 OPENAI_FILE = "trajectories.openai.jsonl"
 PARQUET_FILE = "trajectories.parquet"
 _CHUNK = 500  # rows per Arrow record batch: memory stays flat in the size of the run

@@ -1,7 +1,8 @@
 """Metrics a person can compare across models: mean reward with a 95% confidence interval (Wilson's when
 every reward lies in [0, 1], so the interval never leaves it), pass rate with its Wilson interval,
 the unbiased pass@k estimator (Chen et al. 2021) for every k <= samples_per_prompt, pass^k (all k
-samples pass, as in tau-bench), per-prompt pass rates, and the count of failed verifications."""
+samples pass, as in tau-bench), per-prompt pass rates, the count of failed verifications, and the pass rate without the verifier_suspect samples
+(a zero whose verification shows an infrastructure failure)."""
 
 from __future__ import annotations
 
@@ -69,6 +70,7 @@ class VerifyStats:
         self.archives = self.archive_bytes = 0
         self.errored_prompts: set[int] = set()
         self.no_solution: set[int] = set()  # agent=oracle: prompts whose row has no solution to run
+        self.suspect = Suspects()
 
     def add(self, row: dict[str, Any], score: dict[str, Any] | None) -> None:
         if row.get("stop_reason") == Stop.ORACLE_NO_SOLUTION:
@@ -93,6 +95,7 @@ class VerifyStats:
         self.reward_sum += reward
         self.reward_sq += reward * reward
         self.unit_rewards = self.unit_rewards and 0.0 <= reward <= 1.0
+        self.suspect.add(row, score, reward)
         counts = self.per_prompt.setdefault(int(row["prompt_index"]), [0, 0])
         counts[0] += 1
         counts[1] += bool(score.get("passed"))
@@ -123,6 +126,7 @@ class VerifyStats:
             "prompts": len(self.per_prompt),
             "per_prompt_pass_rate": {str(i): _round(c / n) for i, (n, c) in sorted(self.per_prompt.items())},
             "verifier_errors": self.verifier_errors,
+            **self.suspect.build(self.scored, self.passed, self.reward_sum),
             "unscored": self.unscored,  # finished samples with no score under the current verifier yet
             "judge_api_calls": self.judge_calls, "judge_cost_usd": round(self.cost_usd, 8),
             "archives": self.archives, "archive_bytes": self.archive_bytes,  # workdirs kept for re-verification
@@ -137,6 +141,35 @@ class VerifyStats:
             if values:
                 out[str(k)] = _round(sum(values) / len(values))
         return out
+
+
+class Suspects:
+    """The scored samples marked verifier_suspect: how many, their rewards, and which (the first SHOWN)."""
+
+    SHOWN = 50
+
+    def __init__(self) -> None:
+        self.count = self.passed = 0
+        self.reward_sum = 0.0
+        self.samples: list[dict[str, Any]] = []
+
+    def add(self, row: dict[str, Any], score: dict[str, Any], reward: float) -> None:
+        if not score.get("suspect"):
+            return
+        self.count += 1
+        self.passed += bool(score.get("passed"))
+        self.reward_sum += reward
+        if len(self.samples) < self.SHOWN:
+            self.samples.append({"prompt_index": int(row["prompt_index"]), "sample": row.get("sample") or 0,
+                                 "reason": score["suspect"]})
+
+    def build(self, scored: int, passed: int, reward_sum: float) -> dict[str, Any]:
+        """statistics.json's keys: the count, and pass rate and mean reward over the other scored samples."""
+        trusted = scored - self.count
+        return {"suspect": self.count,
+                "pass_rate_without_suspect": _round((passed - self.passed) / trusted) if trusted else None,
+                "mean_reward_without_suspect": _round((reward_sum - self.reward_sum) / trusted) if trusted else None,
+                "suspect_samples": self.samples}
 
 
 def _round(value: float | None) -> float | None:
@@ -157,6 +190,8 @@ def summary_line(v: dict[str, Any] | None) -> str:
             parts.append(" ".join(f"pass@{k} {p:.3f}" for k, p in ks.items()))
     if v["verifier_errors"]:
         parts.append(f"{v['verifier_errors']} verification(s) failed (class verifier: the same command verifies them again)")
+    if v.get("suspect"):
+        parts.append(_suspect_part(v))
     if v["unscored"]:
         parts.append(f"{v['unscored']} not scored by the current verifier (action=score scores them)")
     line = "  verified: " + ", ".join(parts)
@@ -166,6 +201,14 @@ def summary_line(v: dict[str, Any] | None) -> str:
             f"\n    {why}: dataset lines {_lines([b for b in broken if b['why'] == why])}"
             for why in dict.fromkeys(b["why"] for b in broken))
     return line
+
+
+def _suspect_part(v: dict[str, Any]) -> str:
+    """The verifier_suspect samples: how many, the pass rate without them, how to verify them again."""
+    rate = v.get("pass_rate_without_suspect")
+    without = f"{100 * rate:.1f}%" if rate is not None else "none left"
+    return (f"{v['suspect']} verifier_suspect (a zero whose verification shows an infrastructure failure; "
+            f"pass rate without them {without}; action=score score.only=suspect verifies them again)")
 
 
 def _lines(broken: list[dict[str, Any]]) -> str:

@@ -119,6 +119,22 @@ def m010_derived(db: sqlite_utils.Database) -> None:
                    f"WHEN EXISTS (SELECT 1 FROM meta WHERE {DERIVED}) BEGIN DELETE FROM meta WHERE {DERIVED}; END")
 
 
+@migration
+def m011_suspect_scores(db: sqlite_utils.Database) -> None:
+    """`scores.suspect`: why a verification that did not pass looks like an infrastructure failure
+    (verifier_suspect, hermes_exp/verify/suspect.py); NULL for every score before it and every other one."""
+    db["scores"].add_column("suspect", str)
+
+
+@migration
+def m012_environment_checks(db: sqlite_utils.Database) -> None:
+    """preflight=oracle's verdict on each environment (keyed by its content: the row without its prompt,
+    the verifier it gets, the sandbox; a Harbor task's folder digest), so a later run checks it again only
+    when it changed."""
+    db["environments"].create({"env": str, "verdict": str, "why": str, "tail": str, "task": str,
+                               "seconds": float, "checked_at": float}, pk="env")
+
+
 DERIVED = "key >= 'derived:' AND key < 'derived;'"  # the meta keys that start with "derived:"
 
 

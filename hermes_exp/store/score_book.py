@@ -42,13 +42,14 @@ class ScoreBook:
         if vid is None:
             return None
         found = self.ledger.db.execute(
-            "SELECT reward, passed, error, cost_usd, api_calls FROM scores WHERE key = ? AND verifier = ?",
+            "SELECT reward, passed, error, cost_usd, api_calls, suspect FROM scores WHERE key = ? AND verifier = ?",
             [key, vid]).fetchone()
         if found is None:
             return {"verifier": vid, "reward": None, "passed": None, "error": None, "missing": True}
-        reward, passed, error, cost, calls = found
+        reward, passed, error, cost, calls, suspect = found
         return {"verifier": vid, "reward": reward, "passed": None if passed is None else bool(passed),
-                "error": error, "cost_usd": cost or 0.0, "api_calls": calls or 0, "missing": False}
+                "error": error, "cost_usd": cost or 0.0, "api_calls": calls or 0, "suspect": suspect,
+                "missing": False}
 
 
 def spec(row: dict[str, Any]) -> str:

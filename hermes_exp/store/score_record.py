@@ -10,7 +10,7 @@ from typing import Any
 from hermes_exp.errors import VERIFIER
 from hermes_exp.store.filters import Filter, first_reason
 from hermes_exp.store.ledger import Ledger
-from hermes_exp.store.scores import save_archive, save_score
+from hermes_exp.store.scores import save_archive, save_output, save_score
 from hermes_exp.worker.result import TaskResult
 
 
@@ -29,7 +29,7 @@ def take(result: TaskResult, redact: Any = None) -> Taken:
 
 def redacted_score(score: dict[str, Any] | None, redact: Any = None) -> dict[str, Any] | None:
     if score is not None and redact:
-        score = {**score, **{k: redact(score[k]) for k in ("details", "error") if score.get(k)}}
+        score = {**score, **{k: redact(score[k]) for k in ("details", "error", "output") if score.get(k)}}
     return score
 
 
@@ -46,5 +46,6 @@ def judged(result: dict[str, Any], score: dict[str, Any] | None,
 def save(ledger: Ledger, run_dir: Path, key: str, taken: Taken) -> None:
     if taken.score is not None:
         save_score(ledger, key, taken.score)
+        save_output(run_dir, key, taken.score)
     if taken.archive:
         save_archive(ledger, run_dir, key, taken.archive)

@@ -21,7 +21,7 @@ def save_score(ledger: Ledger, key: str, score: dict[str, Any]) -> None:
            "passed": None if score.get("passed") is None else int(bool(score["passed"])),
            "details": score.get("details") or "", "seconds": score.get("seconds"), "error": score.get("error"),
            "api_calls": len(usage), "cost_usd": sum(u.get("cost_usd") or 0.0 for u in usage),
-           "usage": json.dumps(usage), "scored_at": time.time()}
+           "usage": json.dumps(usage), "scored_at": time.time(), "suspect": score.get("suspect")}
     with ledger.lock, ledger.db.conn:
         ledger.db["scores"].upsert(row, pk=("key", "verifier"), alter=False)
 
@@ -43,6 +43,20 @@ def set_outcome(ledger: Ledger, key: str, state: str, reason: str | None = None,
 
 def archive_path(run_dir: Path, key: str) -> Path:
     return run_dir / ARCHIVE_DIR / f"{key.split(':')[-1]}.tar.gz"
+
+
+def output_path(run_dir: Path, key: str) -> Path:
+    return run_dir / ARCHIVE_DIR / f"{key.split(':')[-1]}.verifier.txt"
+
+
+def save_output(run_dir: Path, key: str, score: dict[str, Any]) -> None:
+    """A verify command's whole output beside the sample's archive (the ledger keeps what explains the
+    score); the latest verification's."""
+    if score.get("output"):
+        path = output_path(run_dir, key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_writer(path) as fh:
+            fh.write(score["output"])
 
 
 def save_archive(ledger: Ledger, run_dir: Path, key: str, packed: bytes) -> str:

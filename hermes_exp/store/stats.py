@@ -8,6 +8,7 @@ from collections import Counter
 from datetime import datetime, timezone
 from typing import Any
 
+from hermes_exp.errors import BROKEN
 from hermes_exp.model.reasoning import has_reasoning
 from hermes_exp.store.metrics import VerifyStats
 
@@ -52,6 +53,7 @@ class StatsBuilder:
         self.lengths: list[int] = []  # tokens of each kept sample (its last call's prompt + completion)
         self.last_finished = 0.0
         self.verification = VerifyStats()
+        self.broken: list[dict[str, Any]] = []  # preflight=oracle's broken tasks: apart from failures
 
     def add(self, row: dict[str, Any], facts: dict[str, Any] | None, score: dict[str, Any] | None = None) -> None:
         """`facts`: what the statistics take from a kept task's raw result (`facts(result)`; None
@@ -65,7 +67,9 @@ class StatsBuilder:
         self.spent_usd += row.get("spent_usd") or 0.0
         if row["state"] == "filtered":
             self.filtered[row["reason"] or "unknown"] += 1
-        if row["state"] == "error":
+        if row["state"] == "error" and row.get("error_class") == BROKEN:
+            self.broken.append(broken_entry(row))
+        elif row["state"] == "error":
             self.errors[row["error_class"] or "unknown"] += 1
         if row["state"] in ("done", "filtered") and row.get("stop_reason"):
             self.stops[row["stop_reason"]] += 1
@@ -114,7 +118,8 @@ class StatsBuilder:
             "pending": total - self.states["done"] - self.states["filtered"] - self.states["error"],
             "kept": self.states["done"],
             "filtered": self.states["filtered"],
-            "failed": self.states["error"],
+            "failed": self.states["error"] - len(self.broken),
+            "broken": len(self.broken),  # environments preflight=oracle found broken: no agent's zero
             "completed_trajectories": self.completed,
             "total_batches": len(self.batches),
         }
@@ -155,7 +160,19 @@ class StatsBuilder:
             "trajectory_tokens": _spread(self.lengths),  # to choose compress.target_max_tokens
             "discarded": dict(sorted(self.filtered.items())),
             "errors": dict(sorted(self.errors.items())),
+            "broken_tasks": self.broken[:MAX_BROKEN_LISTED],
         }
+
+
+MAX_BROKEN_LISTED = 100
+BROKEN_TAIL = 600  # characters of the verifier's output per listed broken task (the ledger keeps more)
+
+
+def broken_entry(row: dict[str, Any]) -> dict[str, Any]:
+    """A broken task as statistics.json lists it: where it is, why, and the end of its verifier's output."""
+    why, _, tail = (row.get("error") or "").partition("\n")
+    return {"prompt_index": row["prompt_index"], "line": row["prompt_index"] + 1, "sample": row.get("sample") or 0,
+            "why": why, "tail": tail[-BROKEN_TAIL:]}
 
 
 def _rates(c: Counter) -> dict[str, Any]:

@@ -8,6 +8,8 @@ the `Verifier` protocol in `base.py`; `conf/verifier/*.yaml` chooses one by `_ta
   which must hold
 - command: `verifier=command`: after the agent's last turn, copy the row's `tests` into the same sandbox (only
   now, so the agent never saw them) and run the row's `verify` command there
+- explain: The part of a verify command's output that explains its score, within a size: the end and pytest's
+  failure section, never the head of build noise (the whole output is kept in the run's archives/)
 - judge: `verifier=judge`: an LLM judge, called through the same model client as the agent (retries, rate
   limit, pricing) with its own model config (`verifier.model`, `verifier.provider`)
 - options: The verifier options every kind reads with a bare `bool()` / `float()` / `int()`, checked before a
@@ -22,6 +24,8 @@ the `Verifier` protocol in `base.py`; `conf/verifier/*.yaml` chooses one by `_ta
   for the workers
 - scoring: Running verifiers in a worker: which verifier a row gets (cached per identity), the timed, guarded
   call that turns its verdict or failure into a Score, and the workdir archive taken before a `command`
-  verification (kept with `verifier.keep_workdir=true`, or when the verification failed, so a later invocation
-  can verify again in a fresh sandbox without re-running the agent)
+  verification (kept with `verifier.keep_workdir=true`, or when the verification failed or is suspect, so a
+  later invocation can verify again in a fresh sandbox without re-running the agent)
+- suspect: `verifier_suspect`: a verification that gave a reward, but whose output or exit status shows the
+  environment failed, so its zero may not be the agent's (`verifier.infra_patterns`, `verifier.infra_exit_codes`)
 """

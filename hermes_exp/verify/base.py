@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from hermes_exp.model.reasoning import INLINE
 from hermes_exp.sandbox.base import Sandbox
 
-DETAILS_CHARS = 2000  # the verifier's output kept with a score (head and tail)
+DETAILS_CHARS = 2000  # the verifier's output kept with a score (what explains it: verify/explain.py)
 # The valid range of any verifier's reward (docs/verifiers.md): wide enough for penalties and points, narrow
 # enough that sums, squares and intervals over a run's rewards stay exact and finite.
 REWARD_LIMIT = 1e6
@@ -43,6 +43,8 @@ class Verdict:
     reward: float
     details: str = ""
     usage: list[dict[str, Any]] = field(default_factory=list)  # model calls (a judge's), as the loop records them
+    suspect: str | None = None  # why the output looks like an infrastructure failure (verify/suspect.py)
+    output: str = ""  # a command's whole output (as the sandbox kept it), for the run's archives/
 
 
 @dataclass
@@ -87,6 +89,8 @@ class Score:
     seconds: float = 0.0
     error: str | None = None
     usage: list[dict[str, Any]] = field(default_factory=list)
+    suspect: str | None = None  # verifier_suspect: a reward that did not pass, with an infrastructure failure's signs
+    output: str | None = None  # a command's whole output: kept in the run's archives/, not in the ledger
 
     @property
     def cost_usd(self) -> float:

@@ -28,13 +28,15 @@ from typing import Any
 
 from hermes_exp.errors import HermesExpError
 from hermes_exp.sandbox.base import Sandbox
-from hermes_exp.verify.base import Verdict, VerifierFailed, VerifyContext, clip
+from hermes_exp.verify.base import DETAILS_CHARS, Verdict, VerifierFailed, VerifyContext
+from hermes_exp.verify.explain import explaining
 from hermes_exp.sandbox.files import put_files
+from hermes_exp.verify.suspect import rules
 
 # One exec per verification (each exec costs a process spawn, or a `docker exec` round trip): clear the
 # reward directory, run `verify` in its own shell, then print its exit status and the reward file after
 # a marker with a fresh nonce, so nothing the command prints can pass for them.
-_SCRIPT = ('rm -rf {d} && mkdir -p {d} || {{ echo; echo "{m} prep"; exit 0; }}\n'
+_SCRIPT = ('{prep} || {{ echo; echo "{m} prep"; exit 0; }}\n'
            'sh -c {cmd}\n'
            'code=$?\n'
            'echo; echo "{m} exit $code"\n'
@@ -49,13 +51,17 @@ class CommandVerifier:
 
     def __init__(self, timeout_seconds: float = 120, tests_dir: str = "tests", reward_dir: str = "logs/verifier",
                  container_reward_dir: str = "/logs/verifier", pass_threshold: float = 1.0,
-                 require_reward_file: bool = False, context: VerifyContext | None = None, **_: Any) -> None:
+                 require_reward_file: bool = False, infra_patterns: list[str] | None = None,
+                 infra_exit_codes: list[int] | None = None, user: str | None = None,
+                 context: VerifyContext | None = None, **_: Any) -> None:
         self.timeout = float(timeout_seconds)
         self.tests_dir = str(tests_dir)
         self.context = context or VerifyContext()
         self.reward_dir = str(container_reward_dir if self.context.in_container else reward_dir)
         self.pass_threshold = float(pass_threshold)
         self.require_reward_file = bool(require_reward_file)  # Harbor: no reward file is a verifier error
+        self.infra = rules(infra_patterns, infra_exit_codes)  # verifier_suspect (verify/suspect.py)
+        self.user = str(user) if user not in (None, "") else None  # Harbor's [verifier].user; None: the image's
 
     def row_problem(self, row: dict[str, Any]) -> str | None:
         command = row.get("verify")
@@ -71,25 +77,46 @@ class CommandVerifier:
             raise VerifierFailed("the row has no `verify` command for verifier=command; add \"verify\": \"...\" "
                                  "(and its \"tests\") to the row, or choose another verifier")
         marker = f"@@hx-{uuid.uuid4().hex}"
-        script = _SCRIPT.format(d=shlex.quote(self.reward_dir), m=marker, cmd=shlex.quote(command))
+        reward_dir = shlex.quote(self.reward_dir)
+        prep = f"rm -rf {reward_dir} && mkdir -p {reward_dir}" if self.user is None else f"test -w {reward_dir}"
+        script = _SCRIPT.format(d=reward_dir, m=marker, cmd=shlex.quote(command), prep=prep)
         try:
             tests = row.get("tests")
             put_files(sandbox, tests, self.context.base_dir, self.tests_dir if isinstance(tests, str) else "", "tests")
-            run = sandbox.exec(script, timeout=self.timeout)
+            run = self._run(sandbox, script, isinstance(tests, str))
         except HermesExpError as exc:  # the sandbox broke, or the tests could not be copied in
             raise VerifierFailed(f"{type(exc).__name__}: {exc}") from exc
         output, exit_code, kind, text = _parse(run.output, marker, self.reward_dir)
         if run.timed_out:
             raise VerifierFailed(f"the verify command timed out after {self.timeout:g}s "
-                                 f"(verifier.timeout_seconds): {clip(output, 500)}")
+                                 f"(verifier.timeout_seconds): {explaining(output, 500)}")
         if exit_code is None:
-            raise VerifierFailed(f"the verify command's exit status could not be read: {clip(output, 500)}")
+            raise VerifierFailed(f"the verify command's exit status could not be read: {explaining(output, 500)}")
         if kind == "none" and self.require_reward_file:
             raise VerifierFailed(f"the verify command (exit {exit_code}) wrote no {self.reward_dir}/reward.txt or "
-                                 f"reward.json, which this task's verifier must write: {clip(output, 500)}")
+                                 f"reward.json, which this task's verifier must write: {explaining(output, 500)}")
         reward = _reward(kind, text, exit_code)
         named = f" of reward.json {' '.join(text.split())[:300]}" if kind == "json" else ""
-        return Verdict(reward, clip(f"exit {exit_code}; reward {reward:g}{named}\n{output}"))
+        head = f"exit {exit_code}; reward {reward:g}{named}\n"
+        return Verdict(reward, head + explaining(output, max(500, DETAILS_CHARS - len(head))), output=output,
+                       suspect=self.infra.reason(output, exit_code))
+
+
+    def _run(self, sandbox: Sandbox, script: str, tests_folder: bool) -> Any:
+        """The script as the verifier's user when one is set (a container only): the reward directory
+        and the tests are made that user's first, as root. Else as the sandbox runs commands."""
+        exec_as = getattr(sandbox, "exec_as", None)
+        if self.user is None:
+            return exec_as("", script, self.timeout) if exec_as else sandbox.exec(script, timeout=self.timeout)
+        if exec_as is None:
+            raise VerifierFailed(f"the verifier's user {self.user!r} ([verifier].user) needs sandbox=docker")
+        d = shlex.quote(self.reward_dir)
+        mine = f"{d} {shlex.quote(self.tests_dir)}" if tests_folder and self.tests_dir.startswith("/") else d
+        prep = exec_as("0", f"rm -rf {d} && mkdir -p {d} && chown -R {shlex.quote(self.user)} {mine}", 60.0)
+        if prep.exit_code != 0:
+            raise VerifierFailed(f"cannot prepare {self.reward_dir} for the verifier's user {self.user!r}: "
+                                 f"{prep.output.strip()[:300]}")
+        return exec_as(self.user, script, self.timeout)
 
 
 def _parse(output: str, marker: str, reward_dir: str) -> tuple[str, int | None, str, str]:

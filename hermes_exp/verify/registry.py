@@ -23,7 +23,8 @@ from hermes_exp.verify.base import Verifier, VerifyContext
 NONE = "none"
 # Keys that change how a verification runs, not what it concludes.
 NOT_IDENTITY = ("keep_workdir", "archive_on_error", "archive_max_mb", "timeout_seconds", "details_chars",
-                "description", *preset.KEYS)  # a preset's model and provider are
+                "description", *preset.KEYS,  # a preset's model and provider are
+                "infra_patterns", "infra_exit_codes")  # mark a score suspect, never change its reward
 # Row fields that override the verifier option of the same name (e.g. a row's own "match").
 ROW_OPTION_NAMES = ("match", "case_sensitive", "normalize_whitespace", "rel_tol", "abs_tol")
 # the judge never asks for token data (model/clients.py), so the run's model's token settings are not its

@@ -1,7 +1,7 @@
 """Running verifiers in a worker: which verifier a row gets (built once per effective config), the timed, guarded
 call that turns its verdict or failure into a Score, and the workdir archive taken before a `command`
-verification (kept with `verifier.keep_workdir=true`, or when the verification failed, so a later
-invocation can verify again in a fresh sandbox without re-running the agent)."""
+verification (kept with `verifier.keep_workdir=true`, or when the verification failed or is suspect, so a
+later invocation can verify again in a fresh sandbox without re-running the agent)."""
 
 from __future__ import annotations
 
@@ -87,7 +87,10 @@ def run_plan(plan: Plan, sandbox: Sandbox | None, row: dict[str, Any], result: d
         if problem:  # refused whole: an absurd reward must not pass, nor swamp the run's statistics
             raise VerifierFailed(f"{problem}\n{verdict.details}", list(verdict.usage))
         score.reward, score.details, score.usage = float(verdict.reward), verdict.details, list(verdict.usage)
+        score.output = verdict.output or None
         score.passed = score.reward >= float(getattr(plan.verifier, "pass_threshold", 1.0))
+        # a pass is the check run to its end; a zero with signs of a broken environment may not be the agent's
+        score.suspect = None if score.passed else verdict.suspect
     except VerifierFailed as exc:
         score.error, score.usage = str(exc), list(exc.usage)
     except Exception as exc:  # a verifier's bug fails its own verification, never the task's result
@@ -113,7 +116,7 @@ def verify_in_sandbox(plan: Plan, sandbox: Sandbox, row: dict[str, Any],
         except Exception as exc:  # an archive is a convenience: it never fails the sample
             note = f"{type(exc).__name__}: {exc}"
     score = run_plan(plan, sandbox, row, result)
-    if not keep and score.error is None:
+    if not keep and score.error is None and score.suspect is None:  # a suspect one is verified again later
         packed = None
     return score, packed, note
 

@@ -26,6 +26,7 @@ from hermes_exp.tools.readiness import drawable, services_url
 from hermes_exp.tools.registry import Registry
 from hermes_exp.tools.toolbox import Toolbox
 from hermes_exp.worker.fixtures import prepare
+from hermes_exp.worker.tracing import Tracer, wanted
 from hermes_exp.worker.result import Reverified, TaskResult
 from hermes_exp.verify.scoring import CannotReverify, Scorer, reverify_sample, run_plan, score_cost, verify_in_sandbox
 from hermes_exp.settings.instantiation import construct
@@ -59,6 +60,7 @@ class Runtime:
         self.process = uuid.uuid4().hex[:12]  # names this process's figures in results (pids repeat across hosts)
         self.scorer = Scorer(settings, self)
         self.setup_timeout = float(settings.get("setup_timeout") or 300)
+        self.tracer = Tracer.for_settings(settings)  # None unless tracing.* turns it on
         self.settings = settings
 
     def toolbox(self, sandbox: Sandbox, client: Any) -> Toolbox:
@@ -69,6 +71,8 @@ class Runtime:
             self.resources.close()
         finally:
             self.sandboxes.shutdown()
+            if self.tracer is not None:
+                self.tracer.close()
 
 
 def _prefix(settings: dict[str, Any]) -> list[dict[str, Any]]:
@@ -125,26 +129,48 @@ def _track(delta: int) -> None:
 
 
 def run_task(settings: dict[str, Any], task: Task) -> TaskResult:
-    """Run one task, retrying the whole task on transient failures (bounded, with backoff)."""
+    """Run one task, retrying the whole task on transient failures (bounded, with backoff); one span
+    for the task (and its attempts) when the run traces."""
     _track(+1)
     try:
-        attempts = max(1, int((settings.get("resume") or {}).get("task_attempts", 2)))
-        spent = 0.0
-        redact = Redactor.from_env(settings)
-        for attempt in range(1, attempts + 1):
-            result = _attempt(settings, task)
-            if result.error:  # provider bodies may echo the Authorization header
-                result.error = redact(result.error)
-            result.task_attempts = attempt
-            result.limiter = limiter_figures(settings)
-            spent = result.spent_usd = spent + (result.spent_usd or 0.0)
-            if result.state != "error" or not result.transient or attempt == attempts:
-                return result
-            if CANCEL.wait(min(2.0 ** attempt, 30.0)):
-                break
+        tracer = _tracer(settings)
+        if tracer is None:
+            return _attempts(settings, task, None)
+        trace = tracer.start(task)
+        result = _attempts(settings, task, trace)
+        tracer.end(trace, result)
         return result
     finally:
         _track(-1)
+
+
+def _tracer(settings: dict[str, Any]) -> Tracer | None:
+    """The process's tracer for this run, when it traces; None when its runtime cannot be built (the
+    task's attempt then fails with that error, and says so)."""
+    if not wanted(settings):
+        return None
+    try:
+        return runtime_for(settings).tracer
+    except Exception:  # recorded by the attempt, which meets it again
+        return None
+
+
+def _attempts(settings: dict[str, Any], task: Task, trace: Any) -> TaskResult:
+    attempts = max(1, int((settings.get("resume") or {}).get("task_attempts", 2)))
+    spent = 0.0
+    redact = Redactor.from_env(settings)
+    for attempt in range(1, attempts + 1):
+        result = _attempt(settings, task, trace)
+        if result.error:  # provider bodies may echo the Authorization header
+            result.error = redact(result.error)
+        result.task_attempts = attempt
+        result.limiter = limiter_figures(settings)
+        spent = result.spent_usd = spent + (result.spent_usd or 0.0)
+        if result.state != "error" or not result.transient or attempt == attempts:
+            return result
+        if CANCEL.wait(min(2.0 ** attempt, 30.0)):
+            break
+    return result
 
 
 def verify_task(settings: dict[str, Any], item: dict[str, Any]) -> Reverified:
@@ -162,7 +188,7 @@ def verify_task(settings: dict[str, Any], item: dict[str, Any]) -> Reverified:
                       score.cost_usd if score else 0.0, skipped)
 
 
-def _attempt(settings: dict[str, Any], task: Task) -> TaskResult:
+def _attempt(settings: dict[str, Any], task: Task, trace: Any = None) -> TaskResult:
     result = TaskResult.start(task)
     if CANCEL.is_set():
         result.cancel()
@@ -174,7 +200,7 @@ def _attempt(settings: dict[str, Any], task: Task) -> TaskResult:
         client = runtime.client.for_task(task.key)  # counts this task's spend against budget.max_task_cost_usd
         toolsets = draw(runtime.toolsets, int(settings["seed"]), task.key)
         result.offer(toolsets, runtime.registry.schemas(toolsets))
-        _session(runtime, client, task, settings, result)
+        _session(runtime, client, task, settings, result, trace)
     except Cancelled:
         result.cancel()
     except Exception as exc:  # a bug must fail its own task, never the batch
@@ -183,7 +209,8 @@ def _attempt(settings: dict[str, Any], task: Task) -> TaskResult:
     return result
 
 
-def _session(runtime: Runtime, client: Any, task: Task, settings: dict[str, Any], result: TaskResult) -> None:
+def _session(runtime: Runtime, client: Any, task: Task, settings: dict[str, Any], result: TaskResult,
+             trace: Any = None) -> None:
     """Sandbox open -> fixtures -> agent -> (verifier in the sandbox) -> tools' and sandbox's close
     -> (verifier outside), each phase timed in `result.timings`."""
     plan = runtime.scorer.plan(task.row)
@@ -196,7 +223,7 @@ def _session(runtime: Runtime, client: Any, task: Task, settings: dict[str, Any]
             prepare(sandbox, task.row, runtime.scorer.context.base_dir, runtime.setup_timeout)
         toolbox = runtime.toolbox(sandbox, client)
         with result.phase("agent"):
-            result.finish(_agent(runtime, client, toolbox, sandbox, task, result.tools, settings))
+            result.finish(_agent(runtime, client, toolbox, sandbox, task, result.tools, settings, trace))
         if plan is not None and plan.needs_sandbox:
             with result.phase("verifier"):
                 score, archive, note = verify_in_sandbox(plan, sandbox, task.row, result.to_dict())
@@ -220,10 +247,10 @@ def _close(toolbox: Toolbox | None, sandbox: Sandbox, result: TaskResult) -> Non
 
 
 def _agent(runtime: Runtime, client: Any, toolbox: Toolbox, sandbox: Sandbox, task: Task,
-           tools: list[dict[str, Any]], settings: dict[str, Any]) -> Outcome:
+           tools: list[dict[str, Any]], settings: dict[str, Any], trace: Any = None) -> Outcome:
     kind = agent_kind(settings)
     if kind == "oracle":
         return run_oracle(sandbox, settings, task.row, runtime.scorer.context.base_dir)
     if kind == "nop":
         return run_nop(settings, task.row)
-    return run_agent(client, toolbox, task.row["prompt"], tools, settings, list(runtime.prefix), CANCEL)
+    return run_agent(client, toolbox, task.row["prompt"], tools, settings, list(runtime.prefix), CANCEL, trace)

@@ -9,7 +9,8 @@ Each task becomes a row for the parts hermes-exp already has, with Harbor's cont
 - tests/ is copied to /tests only after the agent (src/harbor/verifier/verifier.py), test.sh runs there
   and /logs/verifier/reward.json (else reward.txt) is the score: the `command` verifier;
 - agent=oracle copies solution/ to /solution and runs solve.sh (src/harbor/agents/oracle.py);
-- task.toml's timeouts, cpus, memory and network map onto limits and the container (harbor_toml.py).
+- task.toml's timeouts, cpus, memory and network map onto limits and the container (harbor_toml.py);
+  [agent].user runs the agent's commands (and the oracle's solve.sh), [verifier].user runs test.sh.
 The task's key covers the whole folder's content, so editing a task runs it again."""
 
 from __future__ import annotations
@@ -126,7 +127,8 @@ def _container(folder: Path, name: str, parsed: Parsed, digests: dict[Path, Any]
                               "timeout_sec": parsed.build_timeout, "task": name}
         if parsed.docker_image:  # tried first, as in Harbor; pulled by the task that needs it, else built
             container["image"] = parsed.docker_image
-    for key, value in (("cpus", parsed.cpus), ("memory_mb", parsed.memory_mb), ("network", parsed.network)):
+    for key, value in (("cpus", parsed.cpus), ("memory_mb", parsed.memory_mb), ("network", parsed.network),
+                       ("user", parsed.agent_user)):
         if value is not None:
             container[key] = value
     return container
@@ -143,7 +145,7 @@ def _verification(folder: Path, name: str, parsed: Parsed) -> dict[str, Any]:
     fields: dict[str, Any] = {
         "tests": f"{name}/tests",
         "verifier": {"kind": "command", "tests_dir": TESTS_DIR, "timeout_seconds": parsed.verifier_timeout,
-                     "require_reward_file": True},
+                     "require_reward_file": True, **({"user": parsed.verifier_user} if parsed.verifier_user else {})},
         "verify": f"{_exports(parsed.verifier_env)}chmod +x {TESTS_DIR}/test.sh && {TESTS_DIR}/test.sh",
     }
     if (folder / "solution" / "solve.sh").is_file():

@@ -1,7 +1,8 @@
 """A Harbor `task.toml` read into what hermes-exp applies, and the keys it does not.
 
 The schema is Harbor's TaskConfig (harbor-framework/harbor, src/harbor/models/task/config.py, schema
-1.4): [verifier] timeout_sec (default 600) and env; [agent] timeout_sec (default none); [environment]
+1.4): [verifier] timeout_sec (default 600), env and user; [agent] timeout_sec (default none) and user (both
+default to the image's user); [environment]
 build_timeout_sec (default 600), docker_image, cpus, memory_mb (and the deprecated `memory = "2G"`),
 workdir, network_mode ("no-network" | "public" | "allowlist", default public) and the deprecated
 allow_internet; [solution] env. Harbor keys that hermes-exp does not apply, and keys Harbor does not
@@ -31,7 +32,7 @@ HARBOR_KEYS: dict[str, set[str]] = {
 # What hermes-exp applies; the rest of HARBOR_KEYS is reported as not applied (metadata is free-form).
 APPLIED = {"": {"schema_version", "version", "task", "metadata", "verifier", "agent", "environment",
                 "solution", "source"},
-           "verifier": {"timeout_sec", "env"}, "agent": {"timeout_sec"},
+           "verifier": {"timeout_sec", "env", "user"}, "agent": {"timeout_sec", "user"},
            "environment": {"build_timeout_sec", "docker_image", "cpus", "memory_mb", "memory", "workdir",
                            "allow_internet", "network_mode", "os"},
            "solution": {"env"}}
@@ -57,6 +58,8 @@ class Parsed:
     network: bool | None = None  # None: Harbor's default (public)
     verifier_env: dict[str, str] = field(default_factory=dict)
     solution_env: dict[str, str] = field(default_factory=dict)
+    agent_user: str | None = None  # None: the image's user
+    verifier_user: str | None = None
     ignored: list[str] = field(default_factory=list)  # Harbor keys not applied, as "[table].key"
     unknown: list[str] = field(default_factory=list)  # keys Harbor does not know either
 
@@ -78,6 +81,7 @@ def read_task_toml(path: Path) -> Parsed:
     parsed.workdir = _text(env, "environment", "workdir")
     parsed.network = _network(env)
     parsed.verifier_env = _env(verifier, "verifier")
+    parsed.agent_user, parsed.verifier_user = _user(agent, "agent"), _user(verifier, "verifier")
     parsed.solution_env = _env(_table(data, "solution"), "solution")
     if str(env.get("os", "linux")).lower() != "linux":
         raise TaskTomlError(f"[environment].os={env['os']!r}: only linux containers are supported")
@@ -119,6 +123,14 @@ def _text(table: dict[str, Any], name: str, key: str) -> str | None:
     if value is not None and (not isinstance(value, str) or not value.strip()):
         raise TaskTomlError(f"[{name}].{key}={value!r} must be a non-empty string")
     return value
+
+
+def _user(table: dict[str, Any], name: str) -> str | None:
+    """A user name or uid, as `docker exec --user` takes it (Harbor also accepts an integer uid)."""
+    value = table.get("user")
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return str(value)
+    return _text(table, name, "user")
 
 
 def _memory(env: dict[str, Any]) -> int | None:

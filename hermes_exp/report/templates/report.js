@@ -11,7 +11,7 @@
   var shown = document.getElementById("shown");
   var TAGS = { think: "reasoning", tool_call: "tool call", tool_response: "tool response" };
   var STATES = { done: "kept", filtered: "filtered", error: "failed" };
-  var VERDICTS = { passed: "passed", failed: "not passed", error: "verifier error" };
+  var VERDICTS = { passed: "passed", failed: "not passed", suspect: "verifier suspect", error: "verifier error" };
   var multiSample = data.entries.some(function (e) { return e.sample; });
   var items = [];
 
