@@ -3,6 +3,8 @@ asserted: the numbers belong in bench/RESULTS.md, measured on a known machine.""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -167,3 +169,14 @@ def test_bench_export_prints_the_resume_table_and_compares_the_installs(tmp_path
     assert "settled outputs of the two installs differ in: nothing" in result.stderr
     assert "resume with 2 new rows over 30 settled tasks" in result.stdout
     assert "|       CPU s |" in result.stdout and "| peak RSS MB |" in result.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_bench_engines_prints_a_row_per_engine() -> None:
+    """One prompt on a private Podman service (the script starts and stops it)."""
+    if os.geteuid() != 0 or not shutil.which("podman"):
+        unavailable("bench_engines.py needs root and podman (apt-get install podman)")
+    out = bench("bench_engines.py", "--prompts", "1", "--engines", "podman")
+    rows = [line for line in out.splitlines() if line.startswith("| podman |")]
+    assert len(rows) == 1 and len(rows[0].strip("|").split("|")) == 9, out

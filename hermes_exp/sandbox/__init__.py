@@ -9,6 +9,8 @@
 - docker: `sandbox=docker`: one long-lived container per prompt, commands run through `docker exec`
 - docker_background: Background processes inside a docker sandbox: a `docker exec` with an attached stdin
   socket whose output frames a thread copies to disk
+- docker_compat: Engines behind the Docker API that are not Docker's dockerd (Podman's service), and runtimes
+  that are not runc (gVisor's runsc): what each needs, learned from the engine once before any container
 - docker_changes: What a task changed in its container outside the working directory (the engine's list of
   changed paths read into a tar and a list of deletions), so a fresh container can be put back in that state
   before a re-score

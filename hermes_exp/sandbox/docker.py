@@ -6,12 +6,15 @@ Only the docker_* modules import `docker` (lazily, with an install hint): the en
 from __future__ import annotations
 
 import logging
+import os
 import posixpath
 import threading
+from dataclasses import replace
 import time
 from typing import Any
 
 from hermes_exp.errors import ConfigError, SandboxError
+from hermes_exp.sandbox.docker_compat import EngineFacts, probe
 from hermes_exp.sandbox.docker_engine import (OWNER_LABEL, RUN_LABEL, TASK_LABEL, _engine_errors, check_runtime,
                                               connect, quietly_kill, quietly_remove, reap)
 from hermes_exp.sandbox.docker_images import ImageCache
@@ -50,6 +53,7 @@ class DockerSandboxFactory:
         self._start_rate = StartRate(o["max_starts_per_second"])
         self._lock = threading.Lock()
         self._client: Any = None
+        self._facts = EngineFacts()  # what the engine is (docker_compat), learned with the client
         self._images = ImageCache(self._api, o["pull_timeout"])
         self._builder = ImageBuilder(self._api, _engine_errors, base_dir, o["max_builds"],  # a row's container.build
                                      rebuild_before=self._born if o["rebuild"] else None)
@@ -82,6 +86,10 @@ class DockerSandboxFactory:
                 client = connect(self._base_url, pool_size=2 * max(self._max, 8) + 4 + self.pool.size)
                 try:
                     check_runtime(client.api, self._limits.runtime)  # a bad sandbox.runtime: before any container
+                    self._facts = probe(client.api, self._base_url or os.environ.get("DOCKER_HOST", ""),
+                                        self._limits.runtime, self._limits.network, _engine_errors())
+                    if self._facts.gvisor:
+                        self._limits = replace(self._limits, pids_limit=0)  # see docker_compat
                 except BaseException:
                     client.close()
                     raise
@@ -120,7 +128,7 @@ class DockerSandboxFactory:
             if name not in self._env:
                 env.pop(name)  # keep the image's own PATH (conda, venvs, ...); a task image's HOME
         return DockerSandbox(self._api(), cid, workdir=workdir, env=env,
-                             output_limit=self._output_limit,
+                             output_limit=self._output_limit, own_session=self._facts.podman,
                              on_close=self._closer(networked(self._limits, row.get("container") or {})),
                              user=(row.get("container") or {}).get("user"))
 

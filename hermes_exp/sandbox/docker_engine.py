@@ -35,17 +35,23 @@ def _engine_errors() -> tuple[type[BaseException], ...]:
     return (_docker().errors.DockerException, requests.RequestException, OSError)
 
 
+_API_VERSIONS: dict[str, str] = {}  # the API version each engine address answered with, in this process
+
+
 def connect(base_url: str | None, pool_size: int) -> Any:
     """A pinged client. `pool_size` kept-alive connections: every session's exec stream holds one while
-    its command runs, and the SDK's default of 10 would open and drop a connection per call beyond that."""
+    its command runs, and the SDK's default of 10 would open and drop a connection per call beyond that.
+    The API version is asked once per address and process (Podman takes over a second to answer)."""
     docker = _docker()
     where = base_url or os.environ.get("DOCKER_HOST") or "the default socket"
     size = max(int(pool_size), docker.constants.DEFAULT_MAX_POOL_SIZE)
+    version = _API_VERSIONS.get(where, "auto")
     try:
-        client = docker.DockerClient(base_url=base_url, max_pool_size=size) if base_url \
-            else docker.from_env(max_pool_size=size)
+        client = docker.DockerClient(base_url=base_url, max_pool_size=size, version=version) if base_url \
+            else docker.from_env(max_pool_size=size, version=version)
         _one_pool(client.api, size)
         client.ping()
+        _API_VERSIONS[where] = client.api.api_version
     except _engine_errors() as exc:
         raise SandboxError(f"cannot reach the Docker engine at {where}: {exc}", ENGINE_HINT) from exc
     return client

@@ -25,12 +25,15 @@ class DockerSandbox:
     the background processes' streams) after; nothing of it is used again."""
 
     def __init__(self, api: Any, container_id: str, *, workdir: str, env: dict[str, str],
-                 output_limit: int, on_close: Any, user: str | None = None) -> None:
-        """`user`: who the agent's commands run as (a Harbor task's [agent].user; None: the image's user)."""
+                 output_limit: int, on_close: Any, user: str | None = None, own_session: bool = False) -> None:
+        """`user`: who the agent's commands run as (a Harbor task's [agent].user; None: the image's user).
+        `own_session`: run each command in a session of its own, killed when it ends (Podman:
+        docker_exec.SESSION)."""
         self.container_id = container_id
         self.user = user
         self.workdir = workdir
         self._api, self._env, self._output_limit = api, env, output_limit
+        self._own_session = own_session
         self._on_close = on_close
         self.background = BackgroundSet()
         self.closed = False
@@ -47,7 +50,7 @@ class DockerSandbox:
         """exec() as `user` (None or "": the image's user), e.g. a Harbor task's [verifier].user."""
         self._check_open()
         return run_exec(self._api, self.container_id, command, timeout, workdir=self.workdir, env=self._env,
-                        output_limit=self._output_limit, user=user)
+                        output_limit=self._output_limit, user=user, own_session=self._own_session)
 
     def spawn(self, command: str) -> Any:
         """Start `command` in the background in this container (a timed-out exec() kills it too:

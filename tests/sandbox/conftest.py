@@ -1,5 +1,6 @@
-"""Fixtures for the sandbox suites: one `backend` fixture (local, bwrap, docker) with real engines.
-Outside CI an unavailable engine skips its tests; with CI=true it fails them, so CI never goes green
+"""Fixtures for the sandbox suites: one `backend` fixture (local, bwrap, docker) with real engines; the
+contract suite adds the docker sandbox on private engines without a root daemon or under gVisor
+(ENGINE_BACKENDS: podman, podman-rootless, runsc; tests/sandbox/engines.py starts them). Outside CI an unavailable engine skips its tests; with CI=true it fails them, so CI never goes green
 by skipping."""
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import pytest
 
 from hermes_exp.sandbox.auto import bwrap_works
 from hermes_exp.sandbox.base import Sandbox
+from tests.sandbox import engines
+from tests.sandbox.engines import Engine
 
 IMAGE = os.environ.get("HX_TEST_IMAGE", "hermes-exp-test/busybox:latest")
 IMAGE2 = os.environ.get("HX_TEST_IMAGE2", "hermes-exp-test/busybox2:latest")
@@ -31,6 +34,9 @@ TARGETS = {
     "bwrap": "hermes_exp.sandbox.bwrap.BwrapSandboxFactory",
     "docker": "hermes_exp.sandbox.docker.DockerSandboxFactory",
 }
+# the docker sandbox against a private engine of the test session's own
+ENGINE_BACKENDS = ("podman", "podman-rootless", "runsc")
+TARGETS.update({name: TARGETS["docker"] for name in ENGINE_BACKENDS})
 BACKEND_SETTINGS: dict[str, dict[str, Any]] = {
     "local": {},
     "bwrap": {},
@@ -104,9 +110,15 @@ class Backend:
 
     name: str
     made: list[Any] = field(default_factory=list)
+    engine: Engine | None = None  # a private engine (ENGINE_BACKENDS); None: DOCKER_HOST's for docker
+
+    @property
+    def kind(self) -> str:
+        return "docker" if self.engine else self.name
 
     def settings(self, **overrides: Any) -> dict[str, Any]:
-        return {**CONTRACT_SETTINGS, **BACKEND_SETTINGS[self.name], **overrides}
+        engine = self.engine.settings() if self.engine else {}
+        return {**CONTRACT_SETTINGS, **BACKEND_SETTINGS[self.kind], **engine, **overrides}
 
     def factory(self, **overrides: Any) -> Any:
         from hydra.utils import instantiate
@@ -130,25 +142,59 @@ class Backend:
             time.sleep(0.05)
 
     def exists(self, ident: str) -> bool:
-        if self.name != "docker":
+        if self.kind != "docker":
             return Path(ident).exists()
         import docker
 
+        client = self.engine.client() if self.engine else docker.from_env()
         try:
-            docker.from_env().api.inspect_container(ident)
+            client.api.inspect_container(ident)
             return True
         except docker.errors.NotFound:
             return False
+        finally:
+            client.close()
 
 
-@pytest.fixture(params=[pytest.param("local"), pytest.param("bwrap", marks=pytest.mark.bwrap),
-                        pytest.param("docker", marks=pytest.mark.docker)])
-def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
-    require(request.param)
-    b = Backend(request.param)
+BACKENDS = [pytest.param("local"), pytest.param("bwrap", marks=pytest.mark.bwrap),
+            pytest.param("docker", marks=pytest.mark.docker)]
+ENGINE_PARAMS = [pytest.param(name, marks=[pytest.mark.docker, pytest.mark.slow]) for name in ENGINE_BACKENDS]
+
+
+@pytest.fixture(scope="session")
+def private_engine() -> Iterator[Callable[[str], Engine]]:
+    """private_engine(name): the session's engine `name`, started on first use, stopped at the end."""
+    started: dict[str, Engine | str] = {}
+
+    def get(name: str) -> Engine:
+        if name not in started:
+            started[name] = engines.start(name)
+        engine = started[name]
+        if isinstance(engine, str):
+            unavailable(f"the {name} engine cannot run here: {engine}")
+        return engine  # type: ignore[return-value]
+
+    yield get
+    for engine in started.values():
+        if not isinstance(engine, str):
+            engine.stop()
+
+
+def make_backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    """The `backend` fixture's body (a module may widen its params: test_contract adds ENGINE_PARAMS)."""
+    if request.param in ENGINE_BACKENDS:
+        b = Backend(request.param, engine=request.getfixturevalue("private_engine")(request.param))
+    else:
+        require(request.param)
+        b = Backend(request.param)
     yield b
     for factory in b.made:
         factory.shutdown()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    yield from make_backend(request)
 
 
 @pytest.fixture
