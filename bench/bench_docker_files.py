@@ -35,7 +35,7 @@ def ops(api: Any, cid: str) -> dict[str, Callable[[], Any]]:
         "archive read": lambda: files.read_file(api, cid, "/task", "notes.md", 1 << 20),
         "exec write": lambda: execs.write_file(api, cid, "/task", "notes2.md", DATA),
         "exec read": lambda: execs.read_file(api, cid, "/task", "notes2.md", 1 << 20),
-        "exec true": lambda: execs._run(api, cid, ["true"], None),
+        "exec true": lambda: execs._run(api, cid, ["true"], None, None),
     }
 
 
