@@ -22,7 +22,7 @@ from conftest import request_count, run_cli, write_dataset
 from test_budget import PRICED
 from test_budget_money import served_cost, worst_call
 
-from hermes_exp.errors import BudgetExhausted, ProviderError
+from hermes_exp.errors import BudgetExhausted, ConfigError, ProviderError
 from hermes_exp.executor.backends import DaskExecutor
 from hermes_exp.mock.server import MockServer
 from hermes_exp.money.broker import BrokerClient, serve
@@ -128,6 +128,12 @@ def test_the_sweep_budget_is_booked_by_the_parent_too(tmp_path: Path) -> None:
     broker.close()
     assert "budget.sweep_max_cost_usd=0.5" in str(refused.value)
     assert list((tmp_path / "run" / "sweep_budget").glob("*.jsonl"))  # written by this (the parent's) process
+
+
+def test_a_broker_host_that_is_not_this_hosts_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        serve(_settings(tmp_path / "run", max_cost_usd=5.0), "192.0.2.77", 5.0)  # TEST-NET: no host's address
+    assert "cannot listen on '192.0.2.77'" in err.value.message and "executor.broker_host" in err.value.hint
 
 
 def test_no_broker_for_threads_or_a_run_without_a_budget(tmp_path: Path) -> None:
