@@ -22,7 +22,7 @@ from conftest import request_count, run_cli, write_dataset
 from test_budget import PRICED
 from test_budget_money import served_cost, worst_call
 
-from hermes_exp.errors import BudgetExhausted, ProviderError
+from hermes_exp.errors import BudgetExhausted, ConfigError, ProviderError
 from hermes_exp.executor.backends import DaskExecutor
 from hermes_exp.mock.server import MockServer
 from hermes_exp.money.broker import BrokerClient, serve
@@ -106,7 +106,8 @@ def test_a_worker_killed_mid_call_counts_at_its_worst_case_and_frees_those_waiti
     holder.wait()
     thread.join(timeout=10)
     broker.close()
-    assert not thread.is_alive() and "$1.600000 spent of budget.max_cost_usd=2.0" in str(waiting[0])
+    assert not thread.is_alive() and isinstance(waiting[0], BudgetExhausted)
+    assert "$1.600000 spent of budget.max_cost_usd=2.0" in str(waiting[0])
     totals, _ = unaccounted(tmp_path / "run" / "spend")
     assert totals == {("held", 7): 0.6}  # the next invocation folds it in at its worst case too
 
@@ -114,8 +115,25 @@ def test_a_worker_killed_mid_call_counts_at_its_worst_case_and_frees_those_waiti
 def _refused(client: BrokerClient, caught: list[BaseException]) -> None:
     try:
         client.reserve(0.6, "waits")
-    except BudgetExhausted as exc:
+    except ProviderError as exc:  # BudgetExhausted is one
         caught.append(exc)
+
+
+def test_closing_the_broker_ends_its_threads_with_a_call_still_waiting(tmp_path: Path) -> None:
+    settings, broker = serve(_settings(tmp_path / "run", max_cost_usd=2.0), "127.0.0.1", 2.0)
+    holder = BrokerClient(settings["invocation"]["broker"])
+    holder.reserve(0.6, "held")
+    waiting: list[BaseException] = []
+    thread = threading.Thread(target=lambda: _refused(BrokerClient(settings["invocation"]["broker"]), waiting))
+    thread.start()
+    time.sleep(0.3)
+    broker.close()
+    thread.join(timeout=10)
+    assert not thread.is_alive() and "cannot be reached" in str(waiting[0])
+    deadline = time.monotonic() + 10
+    while any(t.name.startswith("hx-broker") for t in threading.enumerate()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("hx-broker")]
 
 
 def test_the_sweep_budget_is_booked_by_the_parent_too(tmp_path: Path) -> None:
@@ -128,6 +146,12 @@ def test_the_sweep_budget_is_booked_by_the_parent_too(tmp_path: Path) -> None:
     broker.close()
     assert "budget.sweep_max_cost_usd=0.5" in str(refused.value)
     assert list((tmp_path / "run" / "sweep_budget").glob("*.jsonl"))  # written by this (the parent's) process
+
+
+def test_a_broker_host_that_is_not_this_hosts_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        serve(_settings(tmp_path / "run", max_cost_usd=5.0), "192.0.2.77", 5.0)  # TEST-NET: no host's address
+    assert "cannot listen on '192.0.2.77'" in err.value.message and "executor.broker_host" in err.value.hint
 
 
 def test_no_broker_for_threads_or_a_run_without_a_budget(tmp_path: Path) -> None:

@@ -47,5 +47,7 @@ class Booking:
         self.journal.discard()
 
     def close(self) -> None:
-        """Stop writing the journal and keep it: what it holds is folded into the ledger by the parent."""
+        """Stop writing the journal and keep it: what it holds is folded into the ledger by the parent.
+        Calls still waiting for room in the budget are refused."""
         self.journal.close()
+        self.budget.close()

@@ -18,7 +18,7 @@ from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client, Connection, Listener
 from typing import Any
 
-from hermes_exp.errors import BudgetExhausted, ProviderError
+from hermes_exp.errors import BudgetExhausted, ConfigError, ProviderError
 from hermes_exp.money.booking import Booking, Ticket
 from hermes_exp.money.sweep_budget import SweepBudgetExhausted
 from hermes_exp.stops import RunStop
@@ -183,6 +183,11 @@ def serve(settings: dict[str, Any], host: str | None, limit: float | None) -> tu
     sweep = (settings.get("budget") or {}).get("sweep_max_cost_usd")
     if host is None or (limit is None and sweep is None):
         return settings, None
-    broker = Broker(Booking.for_run(settings, limit), host)
+    try:
+        broker = Broker(Booking.for_run(settings, limit), host)
+    except OSError as exc:  # not an address of this host, or none free
+        raise ConfigError(f"the run's budget broker cannot listen on {host!r}: {exc}",
+                          "set executor.broker_host to an address of this host that the workers can reach, or "
+                          "null for the one on the route to executor.address") from exc
     invocation = {**settings.get("invocation", {}), "broker": broker.address()}
     return {**settings, "invocation": invocation}, broker

@@ -49,6 +49,7 @@ class Budget:
         self.spent = spent
         self.label = label
         self._reserved = 0.0
+        self._closed = False
         self._cond = threading.Condition()
 
     def reserve(self, worst: float) -> float:
@@ -65,10 +66,19 @@ class Budget:
                 if self.spent + self._reserved + worst <= self.limit:
                     self._reserved += worst
                     return worst
+                if self._closed:
+                    raise BudgetExhausted(f"the run is stopping: no room for the next call, ${self.spent:.6f} "
+                                          f"spent of {self._limit_text()}, the rest held by calls in flight")
                 self._cond.wait()
 
     def _limit_text(self) -> str:
         return f"{self.label}={self.limit}" if self.label == "budget.max_cost_usd" else self.label
+
+    def close(self) -> None:
+        """No more bookings will settle here (the broker closed): a call waiting for room is refused."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
 
     def settle(self, reserved: float, actual: float) -> None:
         with self._cond:
