@@ -147,4 +147,8 @@ class Cluster:
     def stop(self) -> None:
         for node in reversed(self.nodes):
             node.stop()
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        # the nodes' last processes may still be writing their logs as the kernel ends them
+        deadline = time.monotonic() + 10
+        while self.workdir.exists() and time.monotonic() < deadline:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            time.sleep(0.2)

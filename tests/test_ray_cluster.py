@@ -111,12 +111,16 @@ def test_tasks_run_on_nodes_that_cannot_see_the_run_directory(tmp_path: Path) ->
 
 def _lose_nodes_then_resume(tmp_path: Path, cluster: Cluster, base_url: str, data: Path) -> None:
     run_dir = tmp_path / "outputs" / "r"
+    # priced, with a budget it never reaches: its broker books every call, a lost node's too
+    args = _cli(cluster, base_url, data, "r", *PRICED, "budget.max_cost_usd=1000")
     cluster.start_head()
+    cluster.wait_started()
+    refused = run_cli(tmp_path, *args, env=cluster.env, timeout=120)  # the head alone has no CPU for actors
+    assert refused.returncode == 3 and "has no free CPU for this run's actors" in refused.stderr, refused.stderr
+    assert "0 kept, 0 filtered, 0 failed, 16 pending" in refused.stderr, refused.stderr
     node_a, node_b = cluster.add_worker("node-a", "127.0.0.2"), cluster.add_worker("node-b", "127.0.0.3")
     cluster.wait_started()
     assert not node_a.sees(tmp_path / "outputs") and not node_a.sees(tmp_path / "p.jsonl")
-    # priced, with a budget it never reaches: its broker books every call, a lost node's too
-    args = _cli(cluster, base_url, data, "r", *PRICED, "budget.max_cost_usd=1000")
     first = subprocess.Popen([sys.executable, "-m", "hermes_exp.cli", *args], cwd=tmp_path, text=True,
                              env={**os.environ, **cluster.env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
