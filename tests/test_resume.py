@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import (agent_bodies, agent_request_count, done_rows, read_jsonl, request_count, run_cli,
                       user_prompt, write_dataset)
+from test_compress import train_tokenizer
 
 from hermes_exp.mock.server import MockServer
 from hermes_exp.run.lock import RunLock
@@ -165,12 +166,20 @@ def test_identity_change_refused_but_workers_change_accepted(tmp_path: Path, moc
     assert "resume.new_identity=true" in refused.stderr
     accepted = run_cli(tmp_path, *args, "num_workers=7", "batch_size=2")
     assert accepted.returncode == 0 and "nothing to run" in accepted.stderr
+    # compressed outputs of the old experiment (every row under the target: no summariser call)
+    tokenizer = f"compress.tokenizer={train_tokenizer(tmp_path / 'tokenizer.json')}"
+    compressed = run_cli(tmp_path, *args, "action=compress", tokenizer, "compress.target_max_tokens=1000000")
+    assert compressed.returncode == 0, compressed.stderr
+    run_dir = tmp_path / "outputs" / "ident"
+    metrics = json.loads((run_dir / "compression_metrics.json").read_text())
     fresh = run_cli(tmp_path, *args, "max_turns=5", "resume.new_identity=true")
     assert fresh.returncode == 0, fresh.stderr
-    [archived] = (tmp_path / "outputs" / "ident" / "archive").glob("*/ledger.db")
-    # the old experiment's outputs go with its ledger, whatever formats it had
+    [archived] = (run_dir / "archive").glob("*/ledger.db")
+    # the old experiment's outputs go with its ledger, whatever formats it had, its compression's too
     assert {p.name for p in archived.parent.glob("trajectories.*")} == {
-        "trajectories.jsonl", "trajectories.openai.jsonl", "trajectories.atif.jsonl"}
+        "trajectories.jsonl", "trajectories.openai.jsonl", "trajectories.atif.jsonl", "trajectories.compressed.jsonl"}
+    assert json.loads((archived.parent / "compression_metrics.json").read_text()) == metrics
+    assert not (run_dir / "compression_metrics.json").exists() and (run_dir / "statistics.json").is_file()
 
 
 def test_second_invocation_on_a_busy_run_dir_is_refused(tmp_path: Path) -> None:

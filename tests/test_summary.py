@@ -100,3 +100,50 @@ def test_the_summary_of_an_outputs_folder_names_each_run_and_finds_nested_sweeps
     assert "None" not in proc.stderr and "run_name=" not in proc.stderr
     assert "│ b samples_per_prompt=2 " in proc.stderr  # the run, then what sets it apart
     assert "skipped" in proc.stderr and "c: a ledger.db without statistics.json" in proc.stderr
+
+
+# preflight=none: the agent passes GOOD and SOLUTION_WRONG, misses MISS, and FETCH's verifier cannot fetch its
+# runner (verifier_suspect); preflight=oracle finds SOLUTION_WRONG and FETCH broken and never runs them.
+CHECK = "grep -qx 42 answer.txt"
+GOOD = {"prompt": "WRITE: answer.txt 42\nTASK-GOOD", "solution": "echo 42 > answer.txt", "verify": CHECK}
+SOLUTION_WRONG = {"prompt": "WRITE: answer.txt 42\nTASK-SOLUTION-WRONG", "solution": "echo 41 > answer.txt",
+                  "verify": CHECK}
+FETCH = {"prompt": "WRITE: answer.txt 42\nTASK-FETCH", "solution": "echo 42 > answer.txt",
+         "verify": "echo 'curl: (6) Could not resolve host: hx-tests.invalid'; exit 1"}
+MISS = {"prompt": "WRITE: answer.txt 41\nTASK-MISS", "solution": "echo 42 > answer.txt", "verify": CHECK}
+
+
+@pytest.mark.slow
+def test_the_summary_counts_suspect_samples_and_broken_tasks(tmp_path: Path, mock_server) -> None:
+    """Two runs, without and with preflight=oracle (a setting no -m sweep may vary), summarised on demand."""
+    data = write_dataset(tmp_path / "v.jsonl", [GOOD, SOLUTION_WRONG, FETCH, MISS])
+    for name in ("plain", "checked"):
+        result = run_cli(tmp_path, f"run_name={name}", f"preflight={'oracle' if name == 'checked' else 'none'}",
+                         f"dataset.path={data}", "sandbox=local", "verifier=command", "filters=none",
+                         "distribution=terminal_only", "samples_per_prompt=2", f"model.base_url={mock_server.base_url}")
+        assert result.returncode == 0, result.stderr
+    outputs = tmp_path / "outputs"
+    proc = subprocess.run([sys.executable, "-m", "hermes_exp.report", "--summary", str(outputs)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    jobs = {j["job"]: j for j in json.loads((outputs / "summary.json").read_text())["jobs"]}
+    for name, job in jobs.items():  # the run's own statistics
+        stats = json.loads((outputs / name / "statistics.json").read_text())
+        v = stats["verification"]
+        assert (job["broken"], job["suspect"], job["pass_rate_without_suspect"]) == \
+               (stats["broken"], v["suspect"], v["pass_rate_without_suspect"])
+    plain, checked = jobs["plain"], jobs["checked"]
+    assert (plain["broken"], plain["suspect"], plain["pass_rate"], plain["pass_rate_without_suspect"]) == \
+           (0, 2, 0.5, round(4 / 6, 6))
+    assert (checked["broken"], checked["suspect"], checked["pass_rate"], checked["pass_rate_without_suspect"]) == \
+           (4, 0, 0.5, 0.5)
+    csv_rows = {r["job"]: r for r in csv.DictReader((outputs / "summary.csv").open())}
+    assert [csv_rows[n][c] for n in ("plain", "checked")
+            for c in ("broken", "suspect", "pass_rate_without_suspect")] == ["0", "2", "0.666667", "4", "0", "0.5"]
+    assert "broken" in proc.stderr and "suspect (pass w/o)" in proc.stderr and "2 (66.7%)" in proc.stderr
+
+    # pass@k without the suspect samples: FETCH's two samples are no draws of the agent's
+    v = json.loads((outputs / "plain" / "statistics.json").read_text())["verification"]
+    assert v["pass_at_k"] == v["pass_hat_k"] == {"1": 0.5, "2": 0.5}
+    assert v["pass_at_k_without_suspect"] == v["pass_hat_k_without_suspect"] == {"1": round(2 / 3, 6),
+                                                                                   "2": round(2 / 3, 6)}

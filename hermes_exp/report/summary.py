@@ -1,5 +1,6 @@
 """The sweep summary: one row per job of a folder of runs (the overrides that tell the jobs apart,
-task counts, kept %, pass rate and pass@k with intervals when a verifier ran, tool success, turns,
+task counts with the tasks preflight=oracle found broken, kept %, pass rate and pass@k with intervals
+when a verifier ran, its verifier_suspect samples and the pass rate without them, tool success, turns,
 model calls, tokens, cost, wall time), as a terminal table, summary.json and summary.csv."""
 
 from __future__ import annotations
@@ -8,15 +9,16 @@ import csv
 import io
 import json
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from hermes_exp.store.atomic import atomic_writer
 from hermes_exp.store.metrics import wilson
 
-COLUMNS = ["job", "overrides", "model", "tasks", "done", "filtered", "failed", "pending", "kept_pct",
-           "pass_rate", "pass_rate_ci95", "mean_reward", "mean_reward_ci95", "pass_at_k", "tool_success_pct",
-           "mean_turns", "mean_model_calls", "tokens", "cost_usd", "wall_seconds"]
+COLUMNS = ["job", "overrides", "model", "tasks", "done", "filtered", "failed", "broken", "pending", "kept_pct",
+           "pass_rate", "pass_rate_ci95", "suspect", "pass_rate_without_suspect", "mean_reward", "mean_reward_ci95",
+           "pass_at_k", "tool_success_pct", "mean_turns", "mean_model_calls", "tokens", "cost_usd", "wall_seconds"]
 
 
 def find_jobs(folder: Path) -> list[Path]:
@@ -115,9 +117,10 @@ def job_row(run_dir: Path, folder: Path | None = None) -> dict[str, Any]:
         "job": _name(run_dir, folder or run_dir.parent), "path": str(run_dir), "overrides": _overrides(run_dir),
         "model": stats.get("model"),
         "tasks": stats["total_prompts"], "done": stats["kept"], "filtered": stats["filtered"],
-        "failed": stats["failed"], "pending": stats["pending"],
+        "failed": stats["failed"], "broken": stats.get("broken") or 0, "pending": stats["pending"],
         "kept_pct": round(100 * stats["kept"] / stats["total_prompts"], 2) if stats["total_prompts"] else None,
         "pass_rate": verified.get("pass_rate"), "pass_rate_ci95": wilson(passed, scored) if scored else None,
+        "suspect": verified.get("suspect"), "pass_rate_without_suspect": verified.get("pass_rate_without_suspect"),
         "mean_reward": verified.get("mean_reward"), "mean_reward_ci95": verified.get("mean_reward_ci95"),
         "pass_at_k": verified.get("pass_at_k") or None,
         "tool_success_pct": round(100 * ok / calls, 2) if calls else None,
@@ -201,29 +204,48 @@ def short_keys(rows: list[dict[str, Any]]) -> dict[str, str]:
     return tails if len(set(tails.values())) == len(keys) else {k: k for k in keys}
 
 
+def _pct(value: float | None) -> str:
+    return _cell(value) + ("%" if value is not None else "")
+
+
+def _passed(r: dict[str, Any]) -> str:
+    return "-" if r["pass_rate"] is None else f"{_cell(r['pass_rate'], True)} {_cell(r['pass_rate_ci95'], True)}"
+
+
+def _suspect(r: dict[str, Any]) -> str:
+    """verifier_suspect samples, and the pass rate without them."""
+    return "-" if r["suspect"] is None else f"{r['suspect']} ({_cell(r['pass_rate_without_suspect'], True)})"
+
+
+def _columns(rows: list[dict[str, Any]]) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
+    """The table's columns after the job's, each head with its cell; broken and suspect only when a job has some."""
+    broken = [("broken", lambda r: str(r["broken"]))] if any(r["broken"] for r in rows) else []
+    suspect = [("suspect (pass w/o)", _suspect)] if any(r["suspect"] for r in rows) else []
+    return [("done", lambda r: str(r["done"])), ("filt", lambda r: str(r["filtered"])),
+            ("fail", lambda r: str(r["failed"])), *broken, ("pend", lambda r: str(r["pending"])),
+            ("kept", lambda r: _pct(r["kept_pct"])), ("pass (95% CI)", _passed), *suspect,
+            ("pass@k", lambda r: " ".join(f"@{k} {v:.2f}" for k, v in (r["pass_at_k"] or {}).items()) or "-"),
+            ("tools ok", lambda r: _pct(r["tool_success_pct"])), ("turns", lambda r: _cell(r["mean_turns"])),
+            ("calls", lambda r: _cell(r["mean_model_calls"])), ("tokens", lambda r: str(r["tokens"])),
+            ("cost $", lambda r: f"{r['cost_usd']:.4f}" if r["cost_usd"] is not None else "-"),
+            ("wall s", lambda r: _cell(r["wall_seconds"]))]
+
+
 def table(rows: list[dict[str, Any]], title: str) -> str:
     """The summary as a table for the terminal (rich, rendered to text)."""
     from rich.console import Console
     from rich.table import Table
 
     grid = Table(title=title, title_justify="left")
-    heads = ["job", "done", "filt", "fail", "pend", "kept", "pass (95% CI)", "pass@k", "tools ok", "turns",
-             "calls", "tokens", "cost $", "wall s"]
-    for head in heads:
-        grid.add_column(head, justify="left" if head == "job" else "right", overflow="fold",
-                        min_width=32 if head == "job" else None)
+    columns = _columns(rows)
+    grid.add_column("job", justify="left", overflow="fold", min_width=32)
+    for head, _ in columns:
+        grid.add_column(head, justify="right", overflow="fold")
     short = short_keys(rows)
     for r in rows:
-        label = label_of(r, short)
-        passed = "-" if r["pass_rate"] is None else f"{_cell(r['pass_rate'], True)} {_cell(r['pass_rate_ci95'], True)}"
-        pass_k = " ".join(f"@{k} {v:.2f}" for k, v in (r["pass_at_k"] or {}).items()) or "-"
-        grid.add_row(label, *(str(r[c]) for c in ("done", "filtered", "failed", "pending")),
-                     _cell(r["kept_pct"]) + ("%" if r["kept_pct"] is not None else ""), passed, pass_k,
-                     _cell(r["tool_success_pct"]) + ("%" if r["tool_success_pct"] is not None else ""),
-                     _cell(r["mean_turns"]), _cell(r["mean_model_calls"]), str(r["tokens"]),
-                     f"{r['cost_usd']:.4f}" if r["cost_usd"] is not None else "-", _cell(r["wall_seconds"]))
-    console = Console(file=io.StringIO(), width=160, color_system=None)
-    console.print(grid)
+        grid.add_row(label_of(r, short), *(cell(r) for _, cell in columns))
+    console = Console(file=io.StringIO(), width=200, color_system=None)  # a wide table is never cut off
+    console.print(grid, crop=False)
     return console.file.getvalue()
 
 

@@ -18,8 +18,10 @@ from hermes_exp.settings.resolved import stored_identity
 from hermes_exp.store.health import check_ledger_file
 from hermes_exp.store.ledger import Ledger
 
+# Everything that describes the experiment in the ledger: it goes with that ledger (compression's metrics,
+# a pilot's projection and the report too, or they would stand beside the new experiment's outputs).
 OUTPUT_GLOBS = ("ledger.db*", "trajectories.*", "batch_*.jsonl", "statistics.json", "passed.jsonl",
-                "failed.jsonl", "archives", ".export-index")
+                "failed.jsonl", "archives", ".export-index", "compression_metrics.json", "pilot.json", "report.html")
 
 
 def open_ledger(run_dir: Path, identity: str, settings: dict[str, Any], earlier: bool) -> Ledger:

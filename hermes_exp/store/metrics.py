@@ -1,8 +1,9 @@
 """Metrics a person can compare across models: mean reward with a 95% confidence interval (Wilson's when
 every reward lies in [0, 1], so the interval never leaves it), pass rate with its Wilson interval,
 the unbiased pass@k estimator (Chen et al. 2021) for every k <= samples_per_prompt, pass^k (all k
-samples pass, as in tau-bench), per-prompt pass rates, the count of failed verifications, and the pass rate without the verifier_suspect samples
-(a zero whose verification shows an infrastructure failure)."""
+samples pass, as in tau-bench), per-prompt pass rates, the count of failed verifications, and the pass
+rate and pass@k / pass^k without the verifier_suspect samples (a zero whose verification shows an
+infrastructure failure)."""
 
 from __future__ import annotations
 
@@ -67,6 +68,7 @@ class VerifyStats:
         self.cost_usd = 0.0
         self.judge_calls = 0
         self.per_prompt: dict[int, list[int]] = {}  # prompt_index -> [scored samples, passed samples]
+        self.trusted: dict[int, list[int]] = {}  # the same without the verifier_suspect samples
         self.archives = self.archive_bytes = 0
         self.errored_prompts: set[int] = set()
         self.no_solution: set[int] = set()  # agent=oracle: prompts whose row has no solution to run
@@ -96,9 +98,10 @@ class VerifyStats:
         self.reward_sq += reward * reward
         self.unit_rewards = self.unit_rewards and 0.0 <= reward <= 1.0
         self.suspect.add(row, score, reward)
-        counts = self.per_prompt.setdefault(int(row["prompt_index"]), [0, 0])
-        counts[0] += 1
-        counts[1] += bool(score.get("passed"))
+        for book in (self.per_prompt, self.trusted) if not score.get("suspect") else (self.per_prompt,):
+            counts = book.setdefault(int(row["prompt_index"]), [0, 0])
+            counts[0] += 1
+            counts[1] += bool(score.get("passed"))
 
     def broken(self, agent: str) -> list[dict[str, Any]]:
         """Control runs: the tasks whose oracle fails (or cannot be verified) or whose nop passes."""
@@ -121,8 +124,11 @@ class VerifyStats:
             "pass_rate": _round(self.passed / self.scored) if self.scored else None,
             "pass_rate_ci95": wilson(self.passed, self.scored),
             "mean_reward": _round(mean), "mean_reward_ci95": [_round(lo), _round(hi)],
-            "pass_at_k": self._over_prompts(pass_at_k, samples_per_prompt),
-            "pass_hat_k": self._over_prompts(pass_hat_k, samples_per_prompt),
+            "pass_at_k": _over_prompts(self.per_prompt, pass_at_k, samples_per_prompt),
+            "pass_hat_k": _over_prompts(self.per_prompt, pass_hat_k, samples_per_prompt),
+            # a suspect sample is no draw of the agent's: the estimators over the other samples of each prompt
+            "pass_at_k_without_suspect": _over_prompts(self.trusted, pass_at_k, samples_per_prompt),
+            "pass_hat_k_without_suspect": _over_prompts(self.trusted, pass_hat_k, samples_per_prompt),
             "prompts": len(self.per_prompt),
             "per_prompt_pass_rate": {str(i): _round(c / n) for i, (n, c) in sorted(self.per_prompt.items())},
             "verifier_errors": self.verifier_errors,
@@ -133,14 +139,15 @@ class VerifyStats:
             "agent": agent, "broken_tasks": self.broken(agent),
         }
 
-    def _over_prompts(self, fn: Any, samples: int) -> dict[str, float]:
-        """The estimator for each k <= samples, averaged over prompts that have at least k scored samples."""
-        out: dict[str, float] = {}
-        for k in range(1, max(1, samples) + 1):
-            values = [fn(n, c, k) for n, c in self.per_prompt.values() if n >= k]
-            if values:
-                out[str(k)] = _round(sum(values) / len(values))
-        return out
+
+def _over_prompts(per_prompt: dict[int, list[int]], fn: Any, samples: int) -> dict[str, float]:
+    """The estimator for each k <= samples, averaged over prompts that have at least k scored samples."""
+    out: dict[str, float] = {}
+    for k in range(1, max(1, samples) + 1):
+        values = [fn(n, c, k) for n, c in per_prompt.values() if n >= k]
+        if values:
+            out[str(k)] = _round(sum(values) / len(values))
+    return out
 
 
 class Suspects:
