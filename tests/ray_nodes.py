@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from node_mounts import own_tmp
+
 RAY = str(Path(sys.executable).with_name("ray"))
 # Node death found within ~2 s (Ray's default waits ~15 s for a raylet killed with SIGKILL).
 HEAD_ENV = {"RAY_health_check_period_ms": "500", "RAY_health_check_timeout_ms": "1000",
@@ -111,8 +113,8 @@ class Cluster:
         """A worker node on its own loopback address (so the driver never takes it for its local node),
         with a tmpfs over /tmp and over each hidden path."""
         # the hidden paths first: /tmp's tmpfs may hide them (pytest's tmp_path is under /tmp)
-        mounts = " && ".join(f"mount -t tmpfs -o size=64m {source} {shlex.quote(str(path))}" for source, path in
-                             [*(("hx-hidden", p) for p in self.hidden), (f"hx-tmp-{name}", Path("/tmp"))])
+        mounts = " && ".join([*(f"mount -t tmpfs -o size=64m hx-hidden {shlex.quote(str(p))}" for p in self.hidden),
+                              own_tmp(f"hx-tmp-{name}")])  # this checkout and its venv stay visible
         start = shlex.join([RAY, "start", f"--address={self.address}", f"--node-ip-address={ip}", "--num-cpus=1",
                             "--disable-usage-stats", "--block"])
         script = f"hostname {shlex.quote(name)} && {mounts} && exec {start}"

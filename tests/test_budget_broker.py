@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import request_count, run_cli, write_dataset
+from node_mounts import own_tmp
 from test_budget import PRICED
 from test_budget_money import served_cost, worst_call
 
@@ -230,7 +231,7 @@ def test_cluster_workers_that_cannot_see_the_run_directory_book_through_the_brok
     dask = str(Path(sys.executable).parent / "dask")
     data = write_dataset(tmp_path / "p.jsonl", [{"prompt": f"{NOTES}{i}\nLOOP"} for i in range(12)])
     record, limit = tmp_path / "r.jsonl", 40.0  # ~12 calls: three tasks of four calls each, of the 48 needed
-    hidden = "mount -t tmpfs tmpfs /tmp && cd / && exec " + f"{dask} worker tcp://{host}:{port} --nthreads 4 --no-nanny"
+    hidden = own_tmp() + " && cd / && exec " + f"{dask} worker tcp://{host}:{port} --nthreads 4 --no-nanny"
     with _started([dask, "scheduler", "--host", host, "--port", str(port), "--no-dashboard"]), \
             _started(["unshare", "-m", "sh", "-c", hidden]), MockServer(latency_ms=100, record_path=str(record)) as server:
         result = run_cli(tmp_path, f"dataset.path={data}", "run_name=far", "executor=dask",
