@@ -129,7 +129,8 @@ def test_harbor_tasks_model_oracle_and_broken_build(tmp_path: Path, mock_server,
     edited = run_cli(tmp_path, *_args(data, "model", mock_server.base_url), timeout=300)
     assert "(2 planned now" in edited.stderr, edited.stderr  # the two edited tasks; `solved` is kept
     tasks = ledger(tmp_path / "outputs" / "model")
-    assert tasks["unsolved"]["reward"] == 1.0 and tasks["broken"]["reward"] == 0.0
+    why = {k: (t["state"], t.get("error_class"), (t.get("error") or "")[-600:], t.get("score_error")) for k, t in tasks.items()}
+    assert tasks["unsolved"]["reward"] == 1.0 and tasks["broken"]["reward"] == 0.0, (why, edited.stderr[-3000:])
 
 
 def test_harbor_needs_docker(tmp_path: Path) -> None:
