@@ -1,11 +1,12 @@
 """A shell prefix that gives a process started by a test (a Ray node, a Dask worker) a /tmp of its own, as a
 node of a cluster has: a tmpfs over /tmp, inside a mount namespace (`unshare --mount`). What it must still see
-to run, this checkout and its venv, is bound back when they live under /tmp (a fresh clone in /tmp, as CI may
+to run, this checkout, its venv and the Docker engine's socket, is bound back when they live under /tmp (a fresh clone in /tmp, as CI may
 make): stashed on a directory outside /tmp before the tmpfs hides them, then bound to the same paths again.
 The run directory and pytest's tmp_path (under /tmp/pytest-of-*) stay hidden."""
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -14,9 +15,13 @@ TMP = Path("/tmp")
 
 
 def code_roots() -> list[Path]:
-    """The top-level folders under /tmp that hold this checkout or the interpreter's venv."""
+    """The top-level folders under /tmp that hold this checkout, the interpreter's venv, or the Docker engine's
+    socket (DOCKER_HOST; a node has an engine of its own, which here is the one the tests share)."""
     roots = set()
-    for path in (Path(__file__).resolve().parents[1], Path(sys.prefix).resolve(), Path(sys.executable).parent):
+    host = os.environ.get("DOCKER_HOST", "")
+    engine = [Path(host.removeprefix("unix://")).parent] if host.startswith("unix://") else []
+    for path in (Path(__file__).resolve().parents[1], Path(sys.prefix).resolve(), Path(sys.executable).parent,
+                 *engine):
         if path.is_relative_to(TMP) and path != TMP:
             roots.add(TMP / path.relative_to(TMP).parts[0])
     return sorted(roots)
