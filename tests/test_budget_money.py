@@ -24,10 +24,11 @@ from hermes_exp.mock.server import MockServer
 PRICE = 1000 / 1e6  # PRICED: USD per token, prompt and completion alike
 
 
-def served_cost(record: Path) -> float:
-    """What the server's answers cost at the run's prices: what a provider would bill."""
+def served_cost(record: Path, containing: str = "") -> float:
+    """What the server's answers cost at the run's prices: what a provider would bill (only the requests
+    whose body contains `containing`, when given)."""
     return sum((r["usage"]["prompt_tokens"] + r["usage"]["completion_tokens"]) * PRICE
-               for r in read_jsonl(record) if r["status"] == 200)
+               for r in read_jsonl(record) if r["status"] == 200 and containing in json.dumps(r["body"]))
 
 
 def worst_call(stderr: str) -> float:

@@ -19,6 +19,7 @@ import pytest
 from conftest import done_rows, read_jsonl, run_cli, write_dataset
 from ray_nodes import Cluster
 from test_budget import PRICED
+from test_budget_money import served_cost
 
 from hermes_exp.mock.server import MockServer
 from tests.sandbox.conftest import IMAGE, docker_problem, unavailable
@@ -51,13 +52,6 @@ def _done(run_dir: Path) -> dict[str, tuple[float, str]]:
     with sqlite3.connect(run_dir / "ledger.db") as db:
         rows = db.execute("SELECT key, finished_at, result FROM tasks WHERE state = 'done'").fetchall()
     return {key: (finished, result) for key, finished, result in rows}
-
-
-def _served_cost(tmp_path: Path, prompt: str) -> float:
-    """What the mock's answers to `prompt`'s tasks cost at PRICED's prices."""
-    served = [r for r in read_jsonl(tmp_path / "requests.jsonl") if r["status"] == 200 and prompt
-              in json.dumps(r["body"])]
-    return sum((r["usage"]["prompt_tokens"] + r["usage"]["completion_tokens"]) * 1000 / 1e6 for r in served)
 
 
 def _ledger_spend(run_dir: Path) -> float:
@@ -139,7 +133,7 @@ def _lose_nodes_then_resume(tmp_path: Path, cluster: Cluster, base_url: str, dat
     before = _done(run_dir)
     assert 3 <= len(before) < N and _nodes_done(run_dir) == {"node-a", "node-b"}
     assert len(read_jsonl(run_dir / "trajectories.jsonl")) == len(before)  # exported all the same
-    assert _ledger_spend(run_dir) >= _served_cost(tmp_path, "Ray task") > 0  # the lost calls are counted
+    assert _ledger_spend(run_dir) >= served_cost(tmp_path / "requests.jsonl", "Ray task") > 0  # the lost calls are counted
 
     cluster.add_worker("node-c", "127.0.0.4")
     cluster.add_worker("node-d", "127.0.0.5")
@@ -169,7 +163,7 @@ def _budget_holds(tmp_path: Path, cluster: Cluster, server: MockServer, data: Pa
     tool_turns = [c["value"] for r in kept for c in r["conversations"] if c["from"] == "tool"]
     assert len(tool_turns) == len(kept) and all('"exit_code": 0' in turn for turn in tool_turns), tool_turns
     worst = float(re.search(r"could cost up to \$([0-9.]+)", result.stderr).group(1))
-    cost = _served_cost(tmp_path, "Budget ray task")
+    cost = served_cost(tmp_path / "requests.jsonl", "Budget ray task")
     stats = json.loads((tmp_path / "outputs" / "b" / "statistics.json").read_text())
     assert 0 < stats["spent_usd"] <= limit
     assert cost <= limit + 2 * worst and cost == pytest.approx(stats["spent_usd"])
